@@ -1,0 +1,1 @@
+"""The contract between services: topics, keys, models, serde, the canonical URL."""

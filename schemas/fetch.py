@@ -1,0 +1,39 @@
+"""`fetch`: leased URLs for the fetchers, keyed by host.
+
+Producer: the frontier, releasing only as many leases per host as politeness allows in flight, so no
+host builds a backlog inside this topic. Consumer: the fetcher group; the fetcher owning a host's
+partition is that host's only rate owner. A request whose deadline passed is dropped by the fetcher:
+the frontier has queued it again. Cleanup: delete.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from schemas.base import EpochMillis, InternalModel
+from schemas.topic import TopicSpec
+
+TOPIC = TopicSpec(suffix="fetch", key="host")
+
+
+def key(host: str) -> str:
+    return host
+
+
+class FetchRequest(InternalModel):
+    crawl_id: str
+    url: str
+    host: str
+    depth: Annotated[int, Field(ge=0)]
+    lease_id: str
+    deadline: EpochMillis
+    politeness_delay_ms: Annotated[int, Field(ge=0)] = 0
+    respect_robots: bool = True
+    content_types: list[str] = []
+    redirect_hops: Annotated[int, Field(ge=0)] = 0
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    """sha256 hex of the body last fetched: a recrawl that gets the same body is `unchanged`."""

@@ -1,0 +1,45 @@
+"""`links`: every out-link of one fetch, keyed by the source URL.
+
+Producers: the parser (one PageLinks per fetched page, an empty list included, in numbered parts when
+large) and the fetcher's redirects (a REDIRECT edge). Consumers: the link-graph group (forward index)
+and its ranker (reads the topic whole). Keyed by from_url so one link-graph instance owns each
+source's whole edge set. The edge record is seed document 002's.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from schemas.base import EpochMillis, InternalModel
+from schemas.topic import MIB, TopicSpec
+
+TOPIC = TopicSpec(suffix="links", key="from_url", max_message_bytes=4 * MIB, compression="zstd")
+
+LinkType = Literal["INTERNAL", "EXTERNAL", "NOFOLLOW", "UGC", "SPONSORED", "REDIRECT"]
+LinkPosition = Literal["NAV", "CONTENT", "FOOTER", "SIDEBAR"]
+RelFlag = Literal["nofollow", "ugc", "sponsored", "noopener", "noreferrer", "external"]
+
+
+def key(from_url: str) -> str:
+    return from_url
+
+
+class LinkEdge(InternalModel):
+    to_url: str
+    anchor_text: str = ""
+    context_window: str = ""
+    link_type: LinkType
+    rel: list[str] = []
+    position: LinkPosition = "CONTENT"
+    discovered_at: EpochMillis
+
+
+class PageLinks(InternalModel):
+    crawl_id: str
+    from_url: str
+    fetched_at: EpochMillis
+    edges: list[LinkEdge]
+    part: Annotated[int, Field(ge=0)] = 0
+    parts: Annotated[int, Field(ge=1)] = 1

@@ -1,0 +1,48 @@
+"""`outcomes`: how each lease ended, for the frontier, keyed by the requested URL's host.
+
+Producer: the fetcher (after the page, if any, is delivered to `pages`). Consumer: the frontier
+partition holding that host (co-partitioned with `urls`), which accepts one terminal outcome per
+lease id: done, redirect (admit the target), retry with backoff, or dead. Small by design: the body
+travels on `pages`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from schemas.base import EpochMillis, InternalModel
+from schemas.topic import TopicSpec
+
+TOPIC = TopicSpec(suffix="outcomes", key="host", co_partitioned=True)
+
+OutcomeKind = Literal[
+    "done", "redirect", "unchanged", "retryable", "permanent", "robots_denied"
+]
+
+
+def key(host: str) -> str:
+    return host
+
+
+class FetchOutcome(InternalModel):
+    crawl_id: str
+    url: str
+    host: str
+    lease_id: str
+    depth: Annotated[int, Field(ge=0)] = 0
+    kind: OutcomeKind
+    status: int | None = None
+    redirect_to: str | None = None
+    redirect_hops: Annotated[int, Field(ge=0)] = 0
+    error: str | None = None
+    retry_after_ms: Annotated[int, Field(ge=0)] | None = None
+    page_sent: bool = False
+    """A FetchedPage went to `pages`, so a ParseReport will follow."""
+    sitemaps: list[str] = []
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    fetched_at: EpochMillis
+    elapsed_ms: Annotated[int, Field(ge=0)] = 0

@@ -1,0 +1,45 @@
+"""`pages`: fetched page bodies, keyed by the requested URL.
+
+Producer: the fetcher. Consumers: the parser group and the storage group, independently. Keyed by
+URL (not host) so a giant host's pages spread over every parser and storage instance. The value is
+the body envelope of `schemas.serde` (JSON metadata, a newline, then the raw body bytes: no base64),
+compressed with zstd by the producer; `max.message.bytes` is 16 MiB and the fetcher caps bodies
+below it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from schemas.base import EpochMillis, InternalModel
+from schemas.topic import MIB, TopicSpec
+
+TOPIC = TopicSpec(suffix="pages", key="url", max_message_bytes=16 * MIB, compression="zstd")
+
+MAX_BODY_BYTES = 15 * MIB
+"""Bodies are cut here (and `truncated` set), leaving room for metadata under the topic limit."""
+
+
+def key(url: str) -> str:
+    return url
+
+
+class FetchedPage(InternalModel):
+    """Everything about one fetch except the body, which travels beside it in the envelope."""
+
+    crawl_id: str
+    url: str
+    final_url: str
+    lease_id: str
+    depth: Annotated[int, Field(ge=0)]
+    status: int
+    headers: dict[str, str] = {}
+    content_type: str | None = None
+    body_size: Annotated[int, Field(ge=0)]
+    sha256: str
+    truncated: bool = False
+    fetched_at: EpochMillis
+    elapsed_ms: Annotated[int, Field(ge=0)] = 0
+    follow_nofollow: bool = False

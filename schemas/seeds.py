@@ -1,0 +1,128 @@
+"""`seeds`: crawl requests and crawl commands, from users to the frontier.
+
+Producers: the CLI (`streamcrawl seed`), the crawl-control API, any script. Consumer: the frontier
+group; the instance owning a crawl id's partition owns that crawl (writes `crawls`, grants budget).
+Key: the crawl id, so every command of one crawl lands on its owner in order. Cleanup: delete (the
+accepted request lives on in the compacted `crawls` topic).
+
+These are inbound user messages: unknown fields are rejected, URLs must be http(s), lengths and
+numbers are bounded and patterns must compile, so a bad request dead-letters with a clear reason
+instead of misbehaving later.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, TypeAdapter, field_validator
+
+from schemas.base import InboundModel
+from schemas.topic import MIB, TopicSpec
+
+TOPIC = TopicSpec(suffix="seeds", key="crawl_id", max_message_bytes=4 * MIB)
+
+MAX_URL_LENGTH = 8192
+MAX_SEEDS = 100_000
+MAX_PATTERN_LENGTH = 2048
+
+CrawlId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
+SameDomain = Literal["host", "registered_domain", "any"]
+PriorityStrategy = Literal["bfs", "score", "pagerank", "novelty"]
+
+
+def new_crawl_id() -> str:
+    return uuid.uuid4().hex
+
+
+def key(crawl_id: str) -> str:
+    return crawl_id
+
+
+def _check_http_url(url: str) -> str:
+    if len(url) > MAX_URL_LENGTH:
+        raise ValueError(f"URL longer than {MAX_URL_LENGTH} characters")
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(f"only http and https URLs are crawled, not {url[:100]!r}")
+    if not parts.hostname:
+        raise ValueError(f"URL has no host: {url[:100]!r}")
+    return url
+
+
+def _check_pattern(pattern: str | None) -> str | None:
+    if pattern is None:
+        return None
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise ValueError(f"pattern longer than {MAX_PATTERN_LENGTH} characters")
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        raise ValueError(f"pattern does not compile: {error}") from error
+    return pattern
+
+
+class CrawlRequest(InboundModel):
+    """Start a crawl: seeds plus the limits and policies of seed documents 000 and 004."""
+
+    kind: Literal["crawl_request"] = "crawl_request"
+    crawl_id: CrawlId = Field(default_factory=new_crawl_id)
+    seeds: Annotated[list[str], Field(min_length=1, max_length=MAX_SEEDS)]
+    max_depth: Annotated[int, Field(ge=-1, le=10_000)] = 2
+    """-1 means unlimited."""
+    max_links: Annotated[int, Field(ge=-1, le=10**12)] = -1
+    """Hard cap on distinct URLs leased across all partitions; -1 means unlimited."""
+    max_pages_per_host: Annotated[int, Field(ge=-1, le=10**12)] = -1
+    max_duration_ms: Annotated[int, Field(ge=-1, le=10**12)] = -1
+    same_domain: SameDomain = "host"
+    domain_whitelist: Annotated[list[Annotated[str, Field(max_length=253)]], Field(max_length=10_000)] = []
+    include_pattern: str | None = None
+    exclude_pattern: str | None = None
+    politeness_delay_ms: Annotated[int, Field(ge=0, le=3_600_000)] = 1000
+    max_retries: Annotated[int, Field(ge=0, le=100)] = 3
+    recrawl_interval_hours: Annotated[float, Field(gt=0, le=24 * 3650)] | None = None
+    content_types: Annotated[list[Annotated[str, Field(max_length=255)]], Field(max_length=100)] = [
+        "text/html",
+        "application/xhtml+xml",
+    ]
+    respect_robots: bool = True
+    use_sitemaps: bool = False
+    priority: PriorityStrategy = "bfs"
+    follow_nofollow: bool = False
+    max_redirects: Annotated[int, Field(ge=0, le=50)] = 5
+    scope_score_threshold: Annotated[float, Field(ge=0, le=1)] | None = None
+    """When set, seed 002's scope_score (domain affinity x depth factor) must reach it."""
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_are_http(cls, seeds: list[str]) -> list[str]:
+        return [_check_http_url(seed.strip()) for seed in seeds]
+
+    @field_validator("include_pattern", "exclude_pattern")
+    @classmethod
+    def _pattern_compiles(cls, pattern: str | None) -> str | None:
+        return _check_pattern(pattern)
+
+    @field_validator("content_types", mode="before")
+    @classmethod
+    def _content_types_as_list(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("domain_whitelist")
+    @classmethod
+    def _lowercase_domains(cls, domains: list[str]) -> list[str]:
+        return [domain.strip().lower().rstrip(".") for domain in domains if domain.strip()]
+
+
+class CrawlCommand(InboundModel):
+    """Pause, resume or cancel a crawl; a cancelled crawl releases nothing more."""
+
+    kind: Literal["crawl_command"] = "crawl_command"
+    crawl_id: CrawlId
+    action: Literal["pause", "resume", "cancel"]
+
+
+SeedMessage = Annotated[CrawlRequest | CrawlCommand, Field(discriminator="kind")]
+SEED_MESSAGE: TypeAdapter[CrawlRequest | CrawlCommand] = TypeAdapter(SeedMessage)

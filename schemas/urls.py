@@ -1,0 +1,61 @@
+"""`urls`: newly found URLs for the frontier, keyed by their host.
+
+Producers: the frontier (seed URLs of a new crawl, redirect targets) and the parser (links of each
+page, grouped by target host: one DiscoveredUrls per host per page, in numbered parts if large),
+then one ParseReport per page saying how many DiscoveredUrls messages it sent. Consumer: the
+frontier instance owning the host's partition, which admits them (dedup, scope, budget) into the
+host's queue. Key: host, co-partitioned with `outcomes` and `scores` so one frontier partition holds
+all of a host's state. The ParseReport is keyed by the fetched page's host: the partition that leased
+the page counts its reports to know when a crawl is done.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, TypeAdapter
+
+from schemas.base import EpochMillis, InternalModel
+from schemas.topic import MIB, TopicSpec
+
+TOPIC = TopicSpec(suffix="urls", key="host", max_message_bytes=4 * MIB, co_partitioned=True)
+
+
+def key(host: str) -> str:
+    return host
+
+
+class DiscoveredUrl(InternalModel):
+    url: str
+    priority: float | None = None
+    """A hint from the source (a sitemap's <priority>), 0.0 to 1.0."""
+
+
+class DiscoveredUrls(InternalModel):
+    """URLs of one crawl, one host and one depth, found on one source page (or seeded)."""
+
+    kind: Literal["discovered_urls"] = "discovered_urls"
+    crawl_id: str
+    host: str
+    depth: Annotated[int, Field(ge=0)]
+    source_url: str | None = None
+    """None for seeds; the page that linked to these URLs, or the URL that redirected here."""
+    redirect_hops: Annotated[int, Field(ge=0)] = 0
+    discovered_at: EpochMillis
+    urls: list[DiscoveredUrl]
+    part: Annotated[int, Field(ge=0)] = 0
+    parts: Annotated[int, Field(ge=1)] = 1
+
+
+class ParseReport(InternalModel):
+    """How many DiscoveredUrls messages (parts included) the parser sent for one fetched page."""
+
+    kind: Literal["parse_report"] = "parse_report"
+    crawl_id: str
+    page_url: str
+    lease_id: str
+    discovered_messages: Annotated[int, Field(ge=0)]
+
+
+UrlsMessage = Annotated[DiscoveredUrls | ParseReport, Field(discriminator="kind")]
+URLS_MESSAGE: TypeAdapter[DiscoveredUrls | ParseReport] = TypeAdapter(UrlsMessage)

@@ -1,0 +1,1 @@
+"""The shared kernel and the `streamcrawl` command line."""

@@ -1,0 +1,141 @@
+"""What a service's handler sees: a decoded record in, produce and state calls out, no Kafka.
+
+A handler is pure logic. It reads a `Record`, may read and write its partition's tables through the
+`Context`, and asks the context to produce messages; the service loop does the Kafka work after the
+handler returns (produce, wait for delivery, commit, write state). Tests call handlers with a
+`Context` built on a small real store, or with none when the handler keeps no state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from streamcrawl.state import Table, Transaction
+
+Headers = list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True)
+class Record:
+    """One consumed message, decoded."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    value: Any
+    headers: Headers
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class Output:
+    """One message to produce; `partition` None lets the murmur2 partitioner place it by key."""
+
+    topic: str
+    key: str | bytes | None
+    value: bytes | None
+    partition: int | None = None
+    headers: Headers | None = None
+
+
+class Deferred:
+    """Work a handler finishes later, off the loop thread (the fetcher's HTTP requests).
+
+    The message's offset is committed only after `finish()` and the delivery of what was produced
+    through this object; until then it holds back the partition's watermark.
+    """
+
+    def __init__(self, ticket: tuple[str, int, int], on_finish: Callable[[Deferred], None]) -> None:
+        self.ticket = ticket
+        self.outputs: list[Output] = []
+        self._on_finish = on_finish
+        self._finished = threading.Event()
+
+    def produce(
+        self,
+        topic: str,
+        key: str | bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None = None,
+        headers: Headers | None = None,
+    ) -> None:
+        if self._finished.is_set():
+            raise RuntimeError("produce after finish")
+        self.outputs.append(Output(topic, key, value, partition, headers))
+
+    def finish(self) -> None:
+        if not self._finished.is_set():
+            self._finished.set()
+            self._on_finish(self)
+
+
+@dataclass
+class Context:
+    """What a handler may do while handling one record or one timer tick."""
+
+    partition: int | None
+    transaction: Transaction | None = None
+    source: str | None = None
+    """`topic:partition:offset` of the record being handled; None for timer work."""
+    outputs: list[Output] = field(default_factory=list)
+    dead_letter_reason: str | None = None
+    deferred: Deferred | None = None
+    defer_factory: Callable[[], Deferred] | None = None
+
+    def produce(
+        self,
+        topic: str,
+        key: str | bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None = None,
+        headers: Headers | None = None,
+    ) -> None:
+        self.outputs.append(Output(topic, key, value, partition, headers))
+
+    def table(self, name: str) -> Table:
+        if self.transaction is None:
+            raise RuntimeError("this service keeps no state partitions")
+        return Table(self.transaction, name, self.source)
+
+    def dead_letter(self, reason: str) -> None:
+        """Route the record being handled to the dead-letter topic; its outputs are dropped."""
+        self.dead_letter_reason = reason
+
+    def defer(self) -> Deferred:
+        """Finish this record later (see `Deferred`); stateless services only."""
+        if self.defer_factory is None:
+            raise RuntimeError("deferred completion is only for records of stateless services")
+        if self.deferred is None:
+            self.deferred = self.defer_factory()
+        return self.deferred
+
+
+class Handler(Protocol):
+    """The pure logic of a service."""
+
+    def handle(self, record: Record, ctx: Context) -> None: ...
+
+
+class BaseHandler:
+    """Optional hooks with do-nothing defaults; handlers override what they need."""
+
+    def handle(self, record: Record, ctx: Context) -> None:
+        raise NotImplementedError
+
+    def on_tick(self, ctx: Context) -> None:
+        """Timer work for one state partition (or once, partition None, when stateless)."""
+
+    def on_partition_opened(self, ctx: Context) -> None:
+        """A state partition was restored on this instance: rebuild any in-memory view of it."""
+
+    def on_partition_closed(self, partition: int) -> None:
+        """A state partition was revoked or lost: drop any in-memory view of it."""
+
+    def ready(self) -> bool:
+        return True

@@ -1,0 +1,191 @@
+"""confluent-kafka, wrapped once: client configs, a producer with delivery futures, error sorting.
+
+Every librdkafka property from settings passes through untouched; on top of it the kernel sets what
+the design requires: idempotent producers with acks=all, zstd, the `murmur2_random` partitioner (so
+keys land where Java clients put them), size limits derived from the topic registry, consumers that
+start at the earliest offset and never store offsets on their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from schemas import registry
+from streamcrawl.exceptions import DeliveryError, FatalKafkaError
+from streamcrawl.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Headers = list[tuple[str, bytes]]
+
+_IGNORABLE = {
+    KafkaError._PARTITION_EOF,
+    KafkaError._NO_OFFSET,
+}
+
+
+def producer_config(settings: Settings, *, transactional_id: str | None = None) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "enable.idempotence": True,
+        "acks": "all",
+        "compression.type": "zstd",
+        "partitioner": "murmur2_random",
+        "linger.ms": 5,
+        "client.id": f"streamcrawl-{settings.instance_id}",
+        **registry.producer_limits(),
+    }
+    if transactional_id:
+        config["transactional.id"] = transactional_id
+    config.update(settings.kafka.librdkafka())
+    return config
+
+
+def consumer_config(
+    settings: Settings,
+    group_id: str,
+    *,
+    assignor: str = "cooperative-sticky",
+    static_member: bool = True,
+) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "group.id": group_id,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "partition.assignment.strategy": assignor,
+        "session.timeout.ms": settings.loop.session_timeout_ms,
+        "heartbeat.interval.ms": settings.loop.heartbeat_interval_ms,
+        "client.id": f"streamcrawl-{settings.instance_id}",
+        "enable.partition.eof": False,
+        **registry.consumer_limits(),
+    }
+    if static_member:
+        config["group.instance.id"] = f"{group_id}.{settings.instance_id}"
+    config.update(settings.kafka.librdkafka())
+    return config
+
+
+def table_consumer_config(settings: Settings) -> dict[str, Any]:
+    """A consumer that reads whole topics by assignment; its group id is never committed to."""
+    config: dict[str, Any] = {
+        "group.id": f"streamcrawl-table-{settings.instance_id}",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+        "client.id": f"streamcrawl-table-{settings.instance_id}",
+        **registry.consumer_limits(),
+    }
+    config.update(settings.kafka.librdkafka())
+    return config
+
+
+def is_fatal(error: KafkaError) -> bool:
+    return bool(error.fatal()) or error.code() in (
+        KafkaError._FENCED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError._INVALID_ARG,
+    )
+
+
+def check_consumer_error(error: KafkaError) -> None:
+    """Sort a consumer-side error: raise when fatal, log when transient, ignore the ignorable."""
+    if error.code() in _IGNORABLE:
+        return
+    if is_fatal(error):
+        raise FatalKafkaError(str(error))
+    log.warning("kafka consumer error (retrying): %s", error)
+
+
+class DeliveryFuture(Future[Message]):
+    """Resolves with the delivered Message, or fails with DeliveryError."""
+
+
+class KafkaProducer:
+    """An idempotent producer whose sends return futures; a full queue is backpressure, not loss."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._fatal: KafkaError | None = None
+        self._producer = Producer({**config, "error_cb": self._on_error})
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KafkaProducer:
+        return cls(producer_config(settings))
+
+    def _on_error(self, error: KafkaError) -> None:
+        if is_fatal(error):
+            self._fatal = error
+            log.error("fatal kafka producer error: %s", error)
+        elif error.code() not in _IGNORABLE:
+            log.warning("kafka producer error (librdkafka retries): %s", error)
+
+    def _raise_if_fatal(self) -> None:
+        if self._fatal is not None:
+            raise FatalKafkaError(str(self._fatal))
+
+    def produce(
+        self,
+        topic: str,
+        key: str | bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        on_delivery: Callable[[Message], None] | None = None,
+    ) -> DeliveryFuture:
+        """Queue one message; the future resolves when the broker has it (acks=all)."""
+        self._raise_if_fatal()
+        future = DeliveryFuture()
+
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            if error is not None:
+                future.set_exception(DeliveryError(f"{topic}: {error}"))
+                return
+            if on_delivery is not None:
+                on_delivery(message)
+            future.set_result(message)
+
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers:
+            kwargs["headers"] = headers
+        while True:
+            try:
+                self._producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                # The local queue is full: serve deliveries until there is room.
+                self._producer.poll(0.1)
+                self._raise_if_fatal()
+            except KafkaException as error:
+                raise DeliveryError(f"{topic}: {error}") from error
+        self._producer.poll(0)
+        return future
+
+    def poll(self, timeout_s: float = 0.0) -> None:
+        self._producer.poll(timeout_s)
+        self._raise_if_fatal()
+
+    def flush(self, timeout_s: float) -> None:
+        """Wait until every queued message is delivered or failed; raise if any remains."""
+        deadline = time.monotonic() + timeout_s
+        remaining = self._producer.flush(timeout_s)
+        while remaining and time.monotonic() < deadline:
+            remaining = self._producer.flush(max(0.0, deadline - time.monotonic()))
+        self._raise_if_fatal()
+        if remaining:
+            raise DeliveryError(f"{remaining} messages not delivered within {timeout_s}s")
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        remaining = self._producer.flush(timeout_s)
+        if remaining:
+            log.error("%d messages undelivered at producer close", remaining)

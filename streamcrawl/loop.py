@@ -1,0 +1,541 @@
+"""The service loop: poll, decode, handle, produce, wait for delivery, commit, write state.
+
+One cycle (DESIGN section 4):
+  1. consume a batch; rebalance callbacks run here (revoked partitions commit and close their
+     stores; assigned ones are opened and restored before their records are handled);
+  2. decode each record (failures go to the dead-letter topic and the partition moves on), hand it
+     to the handler with its partition's tables, collect outputs and state writes;
+  3. run the handler's timer work per open state partition, and collect deferred completions;
+  4. produce the outputs and the changelog records, and wait until all are delivered;
+  5. commit the contiguous watermark of each partition (synchronously when state is kept);
+  6. write each state partition's changes and changelog offset in one WriteBatch.
+Named crash points sit between the steps. A crash anywhere yields duplicates, never a loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from schemas.deadletter import dead_letter
+from schemas.exceptions import DecodeError
+from schemas.serde import encode
+from streamcrawl.crashpoints import CrashPoints
+from streamcrawl.handler import BaseHandler, Context, Deferred, Handler, Output, Record
+from streamcrawl.kafka import KafkaProducer, check_consumer_error
+from streamcrawl.metrics import LoopMetrics
+from streamcrawl.offsets import PartitionOffsets
+from streamcrawl.recovery import SOURCE_HEADER, ChangelogRestorer, source_header
+from streamcrawl.settings import LoopSettings
+from streamcrawl.state import PartitionStore, StoreOptions, Transaction, changelog_key
+
+log = logging.getLogger(__name__)
+
+TopicPartitionKey = tuple[str, int]
+Decoder = Callable[[bytes | None], Any]
+
+
+@dataclass(frozen=True)
+class Input:
+    topic: str
+    decode: Decoder
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """What a service consumes and keeps; validated so misuse fails at start, not mid-crawl."""
+
+    role: str
+    group_id: str
+    inputs: tuple[Input, ...]
+    dead_letter_topic: str
+    tables: tuple[str, ...] = ()
+    changelog_topic: str | None = None
+    co_partitioned: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            raise ValueError("a service needs at least one input topic")
+        if self.tables and self.changelog_topic is None:
+            raise ValueError("a service with state tables needs a changelog topic")
+        if self.tables and len(self.inputs) > 1 and not self.co_partitioned:
+            raise ValueError("state over several inputs requires co-partitioned inputs")
+
+    @property
+    def stateful(self) -> bool:
+        return bool(self.tables)
+
+    @property
+    def assignor(self) -> str:
+        return "range" if self.co_partitioned else "cooperative-sticky"
+
+
+@dataclass
+class _Cycle:
+    """What one cycle collected before it talks to Kafka."""
+
+    outputs: list[Output] = field(default_factory=list)
+    finished: list[tuple[str, int, int]] = field(default_factory=list)
+    transactions: dict[int, Transaction] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return not (self.outputs or self.finished or any(t.writes for t in self.transactions.values()))
+
+
+class ServiceLoop:
+    """Runs one handler over its inputs until stopped; see the module docstring for a cycle."""
+
+    def __init__(
+        self,
+        spec: ServiceSpec,
+        handler: Handler,
+        consumer: Consumer,
+        producer: KafkaProducer,
+        restorer: ChangelogRestorer | None,
+        state_dir: Path,
+        store_options: StoreOptions | None,
+        settings: LoopSettings,
+        metrics: LoopMetrics,
+        crash_points: CrashPoints,
+    ) -> None:
+        self.spec = spec
+        self.handler = handler
+        self._consumer = consumer
+        self._producer = producer
+        self._restorer = restorer
+        self._state_dir = state_dir
+        self._store_options = store_options
+        self._settings = settings
+        self._metrics = metrics
+        self._crash = crash_points
+        self._decoders = {i.topic: i.decode for i in spec.inputs}
+        self._assigned: set[TopicPartitionKey] = set()
+        self._offsets: dict[TopicPartitionKey, PartitionOffsets] = {}
+        self._committed: dict[TopicPartitionKey, int] = {}
+        self._stores: dict[int, PartitionStore] = {}
+        self._blocked: set[TopicPartitionKey] = set()
+        self._throttled: set[TopicPartitionKey] = set()
+        self._paused: set[TopicPartitionKey] = set()
+        self._finished_deferred: queue.SimpleQueue[Deferred] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._joined = False
+        self.last_cycle_at = time.monotonic()
+        self.restore_reports: list[Any] = []
+
+    # ----- lifecycle -------------------------------------------------------------------------
+
+    def subscribe(self) -> None:
+        self._consumer.subscribe(
+            [i.topic for i in self.spec.inputs],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+
+    def stop(self) -> None:
+        """Ask the loop to drain and exit; safe from a signal handler or another thread."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def ready(self) -> bool:
+        held = {p for _, p in self._assigned}
+        restoring = self.spec.stateful and any(p not in self._stores for p in self._openable(held))
+        return self._joined and not restoring and (
+            not isinstance(self.handler, BaseHandler) or self.handler.ready()
+        )
+
+    def assignment(self) -> list[str]:
+        return sorted(f"{topic}:{partition}" for topic, partition in self._assigned)
+
+    def run(
+        self,
+        on_cycle: Callable[[], None] | None = None,
+        before_close: Callable[[], None] | None = None,
+    ) -> None:
+        """Cycle until stopped, then drain: finish in-flight work, commit, close stores."""
+        self.subscribe()
+        try:
+            while not self._stop.is_set():
+                self.cycle()
+                if on_cycle is not None:
+                    on_cycle()
+            self._drain()
+            if before_close is not None:
+                before_close()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close stores (kept on disk), the consumer (committing nothing new) and the producer."""
+        self._close_all_stores()
+        self._consumer.close()
+        self._producer.close()
+
+    def _drain(self) -> None:
+        if self._assigned:
+            self._consumer.pause([TopicPartition(t, p) for t, p in self._assigned])
+        deadline = time.monotonic() + self._settings.shutdown_timeout_s
+        while any(o.running for o in self._offsets.values()) and time.monotonic() < deadline:
+            self.cycle()
+        self.cycle()
+
+    # ----- rebalance callbacks (run inside consume) -----------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._joined = True
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            self._assigned.add(key)
+            self._offsets[key] = PartitionOffsets(self._settings.max_uncommitted_per_partition)
+            if self.spec.stateful:
+                self._blocked.add(key)
+        self._metrics.assigned_partitions.set(len(self._assigned))
+        log.info("assigned %s", sorted(f"{tp.topic}:{tp.partition}" for tp in partitions))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._commit([(tp.topic, tp.partition) for tp in partitions])
+        self._forget(partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._forget(partitions)
+
+    def _forget(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            self._assigned.discard(key)
+            self._offsets.pop(key, None)
+            self._committed.pop(key, None)
+            self._blocked.discard(key)
+            self._throttled.discard(key)
+            self._paused.discard(key)
+            with contextlib.suppress(KeyError):  # no lag was reported for it yet
+                self._metrics.consumer_lag.remove(tp.topic, str(tp.partition))
+            self._close_store(tp.partition)
+        self._metrics.assigned_partitions.set(len(self._assigned))
+        log.info("revoked %s", sorted(f"{tp.topic}:{tp.partition}" for tp in partitions))
+
+    # ----- state partitions ------------------------------------------------------------------
+
+    def _openable(self, held: set[int]) -> set[int]:
+        """State partitions whose every input partition this instance holds."""
+        topics = [i.topic for i in self.spec.inputs]
+        return {p for p in held if all((t, p) in self._assigned for t in topics)}
+
+    def _open_ready_stores(self, cycle: _Cycle) -> None:
+        if not self.spec.stateful:
+            return
+        held = {p for _, p in self._assigned}
+        for partition in sorted(self._openable(held) - self._stores.keys()):
+            self._open_store(partition)
+            transaction = Transaction(self._stores[partition])
+            cycle.transactions[partition] = transaction
+            if isinstance(self.handler, BaseHandler):
+                ctx = Context(partition=partition, transaction=transaction)
+                self.handler.on_partition_opened(ctx)
+                cycle.outputs.extend(ctx.outputs)
+        for topic, partition in list(self._blocked):
+            if partition in self._stores:
+                self._blocked.discard((topic, partition))
+
+    def _open_store(self, partition: int) -> None:
+        if self._restorer is None or self._store_options is None or not self.spec.changelog_topic:
+            raise RuntimeError("stateful service without a restorer")
+        committed = self._committed_offsets(partition)
+        store, report = self._restorer.open(
+            self._state_dir / self.spec.role / f"partition-{partition}",
+            self.spec.tables,
+            self._store_options,
+            self.spec.changelog_topic,
+            partition,
+            committed,
+        )
+        self._stores[partition] = store
+        self.restore_reports.append(report)
+        self._metrics.restored_records.inc(report.records_read)
+        self._metrics.restore_seconds.observe(report.seconds)
+
+    def _committed_offsets(self, partition: int) -> dict[TopicPartitionKey, int]:
+        wanted = [TopicPartition(i.topic, partition) for i in self.spec.inputs]
+        result: dict[TopicPartitionKey, int] = {}
+        for tp in self._consumer.committed(wanted, timeout=30):
+            result[(tp.topic, tp.partition)] = max(tp.offset, 0)
+        return result
+
+    def _close_store(self, partition: int) -> None:
+        store = self._stores.pop(partition, None)
+        if store is not None:
+            store.close()
+            if isinstance(self.handler, BaseHandler):
+                self.handler.on_partition_closed(partition)
+
+    def _close_all_stores(self) -> None:
+        for partition in list(self._stores):
+            self._close_store(partition)
+        if self._restorer is not None:
+            self._restorer.close()
+
+    # ----- one cycle -------------------------------------------------------------------------
+
+    def cycle(self) -> None:
+        started = time.monotonic()
+        messages = self._consumer.consume(self._settings.batch_size, self._settings.poll_timeout_s)
+        cycle = _Cycle()
+        self._open_ready_stores(cycle)
+        rewound: set[TopicPartitionKey] = set()
+        for message in messages:
+            self._dispatch(message, cycle, rewound)
+        self._tick(cycle)
+        self._collect_deferred(cycle)
+        self._complete(cycle)
+        self._apply_backpressure()
+        self.last_cycle_at = time.monotonic()
+        self._metrics.ready.set(1 if self.ready else 0)
+        if messages or not cycle.empty():
+            self._metrics.cycle_seconds.observe(self.last_cycle_at - started)
+
+    def _dispatch(self, message: Message, cycle: _Cycle, rewound: set[TopicPartitionKey]) -> None:
+        error = message.error()
+        if error is not None:
+            check_consumer_error(error)
+            return
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        key = (topic, partition)
+        if key not in self._assigned or key in rewound:
+            return
+        if self.spec.stateful and partition not in self._stores:
+            # Not openable yet (restoring, or a co-partitioned input not held): read it again later.
+            self._consumer.seek(TopicPartition(topic, partition, offset))
+            rewound.add(key)
+            self._blocked.add(key)
+            return
+        self._offsets[key].start(offset)
+        self._metrics.messages_in.labels(topic).inc()
+        ticket = (topic, partition, offset)
+        record_key = message.key()
+        try:
+            value = self._decoders[topic](message.value())
+        except DecodeError as decode_error:
+            self._dead_letter(cycle, message, f"undecodable: {decode_error}", "decode")
+            cycle.finished.append(ticket)
+            return
+        record = Record(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            key=record_key.decode("utf-8", "replace") if record_key is not None else None,
+            value=value,
+            headers=list(message.headers() or ()),
+            timestamp_ms=message.timestamp()[1],
+        )
+        ctx = self._context_for(record, cycle)
+        began = time.perf_counter()
+        try:
+            self.handler.handle(record, ctx)
+        except Exception as handler_error:  # routed, not swallowed: the record is dead-lettered
+            log.exception("handler failed on %s:%d@%d", topic, partition, offset)
+            self._metrics.errors.labels("handler").inc()
+            self._dead_letter(
+                cycle, message, f"handler error: {type(handler_error).__name__}: {handler_error}",
+                "handler",
+            )
+            cycle.finished.append(ticket)
+            return
+        finally:
+            self._metrics.processing_seconds.labels(topic).observe(time.perf_counter() - began)
+        if ctx.dead_letter_reason is not None:
+            self._dead_letter(cycle, message, ctx.dead_letter_reason, "rejected")
+            cycle.finished.append(ticket)
+            return
+        if ctx.transaction is not None:
+            ctx.transaction.merge_into_parent()
+        cycle.outputs.extend(ctx.outputs)
+        if ctx.deferred is None:
+            cycle.finished.append(ticket)
+
+    def _context_for(self, record: Record, cycle: _Cycle) -> Context:
+        if not self.spec.stateful:
+            ticket = (record.topic, record.partition, record.offset)
+            return Context(
+                partition=record.partition,
+                defer_factory=lambda: Deferred(ticket, self._finished_deferred.put),
+            )
+        parent = cycle.transactions.get(record.partition)
+        if parent is None:
+            parent = cycle.transactions[record.partition] = Transaction(
+                self._stores[record.partition]
+            )
+        return Context(
+            partition=record.partition,
+            transaction=Transaction(parent),
+            source=source_header(record.topic, record.partition, record.offset),
+        )
+
+    def _dead_letter(self, cycle: _Cycle, message: Message, reason: str, kind: str) -> None:
+        topic = message.topic()
+        self._metrics.dead_letters.labels(topic, kind).inc()
+        log.warning(
+            "dead-lettered %s:%d@%d: %s", topic, message.partition(), message.offset(), reason
+        )
+        letter = dead_letter(
+            self.spec.role, topic, message.partition(), message.offset(), reason, message.value()
+        )
+        cycle.outputs.append(Output(self.spec.dead_letter_topic, message.key(), encode(letter)))
+
+    def _tick(self, cycle: _Cycle) -> None:
+        if not isinstance(self.handler, BaseHandler):
+            return
+        partitions: list[int | None] = sorted(self._stores) if self.spec.stateful else [None]
+        for partition in partitions:
+            transaction = None
+            if partition is not None:
+                transaction = cycle.transactions.get(partition)
+                if transaction is None:
+                    transaction = cycle.transactions[partition] = Transaction(
+                        self._stores[partition]
+                    )
+            ctx = Context(partition=partition, transaction=transaction)
+            self.handler.on_tick(ctx)
+            cycle.outputs.extend(ctx.outputs)
+
+    def _collect_deferred(self, cycle: _Cycle) -> None:
+        while True:
+            try:
+                deferred = self._finished_deferred.get_nowait()
+            except queue.Empty:
+                return
+            cycle.outputs.extend(deferred.outputs)
+            cycle.finished.append(deferred.ticket)
+
+    # ----- produce, deliver, commit, persist -------------------------------------------------
+
+    def _complete(self, cycle: _Cycle) -> None:
+        if cycle.empty():
+            self._producer.poll(0)
+            return
+        changelog_high: dict[int, int] = {}
+        for output in cycle.outputs:
+            self._producer.produce(
+                output.topic,
+                output.key,
+                output.value,
+                partition=output.partition,
+                headers=output.headers,
+            )
+            self._metrics.messages_out.labels(output.topic).inc()
+        for partition, transaction in cycle.transactions.items():
+            self._produce_changelog(partition, transaction, changelog_high)
+        self._crash.reached("after_produce")
+        self._producer.flush(self._settings.delivery_timeout_s)
+        self._crash.reached("after_delivery")
+        touched = set()
+        for topic, partition, offset in cycle.finished:
+            offsets = self._offsets.get((topic, partition))
+            if offsets is not None:  # None: revoked while the work was in flight
+                offsets.finish(offset)
+                touched.add((topic, partition))
+        failed = self._commit(sorted(touched))
+        self._crash.reached("after_offset_store")
+        for partition, transaction in cycle.transactions.items():
+            store = self._stores.get(partition)
+            if store is None or partition in failed:
+                continue
+            if transaction.writes or partition in changelog_high:
+                store.write(
+                    transaction.writes, self.spec.changelog_topic or "",
+                    changelog_high.get(partition),
+                )
+        for partition in failed:
+            # The changelog has these writes; a tail replay with the source filter restores the
+            # committed view, so reopen instead of writing state the group never committed.
+            self._close_store(partition)
+        self._crash.reached("after_state_write")
+
+    def _produce_changelog(
+        self, partition: int, transaction: Transaction, changelog_high: dict[int, int]
+    ) -> None:
+        if not transaction.writes or self.spec.changelog_topic is None:
+            return
+
+        def delivered(message: Message) -> None:
+            offset = message.offset()
+            if offset > changelog_high.get(partition, -1):
+                changelog_high[partition] = offset
+
+        for (table, key), value in transaction.writes.items():
+            source = transaction.sources.get((table, key))
+            self._producer.produce(
+                self.spec.changelog_topic,
+                changelog_key(table, key),
+                value,
+                partition=partition,
+                headers=[(SOURCE_HEADER, source.encode())] if source else None,
+                on_delivery=delivered,
+            )
+
+    def _commit(self, keys: list[TopicPartitionKey]) -> set[int]:
+        """Store and commit each partition's watermark; return state partitions whose commit failed."""
+        offsets = []
+        for key in keys:
+            tracker = self._offsets.get(key)
+            if tracker is None or tracker.committable is None:
+                continue
+            if self._committed.get(key) == tracker.committable:
+                continue
+            offsets.append(TopicPartition(key[0], key[1], tracker.committable))
+        if not offsets:
+            return set()
+        try:
+            self._consumer.store_offsets(offsets=offsets)
+            self._consumer.commit(offsets=offsets, asynchronous=not self.spec.stateful)
+        except KafkaException as error:
+            log.warning("commit failed (records will be redelivered): %s", error)
+            self._metrics.errors.labels("commit").inc()
+            return {tp.partition for tp in offsets}
+        for tp in offsets:
+            self._committed[(tp.topic, tp.partition)] = tp.offset
+        return set()
+
+    def _apply_backpressure(self) -> None:
+        for key, offsets in self._offsets.items():
+            if offsets.full:
+                self._throttled.add(key)
+            else:
+                self._throttled.discard(key)
+        should_pause = (self._blocked | self._throttled) & self._assigned
+        to_pause = should_pause - self._paused
+        to_resume = (self._paused - should_pause) & self._assigned
+        if to_pause:
+            self._consumer.pause([TopicPartition(t, p) for t, p in to_pause])
+        if to_resume:
+            self._consumer.resume([TopicPartition(t, p) for t, p in to_resume])
+        self._paused = (self._paused | to_pause) - to_resume
+
+    def update_lag(self) -> None:
+        """Refresh the consumer-lag gauge from cached watermarks and positions."""
+        keys = sorted(self._assigned)
+        if not keys:
+            return
+        positions = self._consumer.position([TopicPartition(t, p) for t, p in keys])
+        for tp in positions:
+            try:
+                _, high = self._consumer.get_watermark_offsets(tp, cached=True)
+            except KafkaException:
+                continue
+            position = tp.offset if tp.offset >= 0 else self._committed.get((tp.topic, tp.partition), 0)
+            if high >= 0:
+                self._metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(
+                    max(0, high - position)
+                )

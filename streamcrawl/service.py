@@ -1,0 +1,136 @@
+"""Running one service process: settings in, a loop with its side server and membership out.
+
+`run_service` is what every service's `__main__` calls. It wires the kernel pieces (producer,
+consumer, changelog restorer, side server, members heartbeat, signal handling) around the
+service's spec and handler, and returns the exit status: 0 after a SIGTERM/SIGINT drain.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from confluent_kafka import Consumer
+
+from schemas import deadletter, members
+from schemas.registry import changelog_topic
+from streamcrawl.crashpoints import CrashPoints
+from streamcrawl.handler import Handler
+from streamcrawl.kafka import KafkaProducer, consumer_config, table_consumer_config
+from streamcrawl.logs import configure_logging
+from streamcrawl.loop import Input, ServiceLoop, ServiceSpec
+from streamcrawl.membership import MemberPublisher
+from streamcrawl.metrics import LoopMetrics
+from streamcrawl.recovery import ChangelogRestorer
+from streamcrawl.settings import Settings
+from streamcrawl.sideserver import SideServer
+from streamcrawl.state import StoreOptions
+from streamcrawl.topics import topic_name
+
+log = logging.getLogger(__name__)
+
+LAG_REFRESH_S = 5.0
+STALL_AFTER_S = 120.0
+"""/healthz fails when no cycle completed for this long: the loop is wedged."""
+
+
+def service_spec(
+    settings: Settings,
+    role: str,
+    inputs: tuple[Input, ...],
+    *,
+    tables: tuple[str, ...] = (),
+    co_partitioned: bool = False,
+    group_id: str | None = None,
+) -> ServiceSpec:
+    """The spec of a role with the deployment's topic names filled in."""
+    prefix = settings.kafka.topic_prefix
+    return ServiceSpec(
+        role=role,
+        group_id=group_id or f"{prefix}{role}",
+        inputs=inputs,
+        dead_letter_topic=topic_name(settings, deadletter.TOPIC),
+        tables=tables,
+        changelog_topic=topic_name(settings, changelog_topic(role)) if tables else None,
+        co_partitioned=co_partitioned,
+    )
+
+
+def build_loop(spec: ServiceSpec, handler: Handler, settings: Settings) -> ServiceLoop:
+    consumer = Consumer(
+        consumer_config(
+            settings,
+            spec.group_id,
+            assignor=spec.assignor,
+            static_member=settings.loop.static_membership,
+        )
+    )
+    return ServiceLoop(
+        spec=spec,
+        handler=handler,
+        consumer=consumer,
+        producer=KafkaProducer.from_settings(settings),
+        restorer=ChangelogRestorer(table_consumer_config(settings)) if spec.stateful else None,
+        state_dir=settings.state.directory / settings.instance_id,
+        store_options=StoreOptions(settings.state) if spec.stateful else None,
+        settings=settings.loop,
+        metrics=LoopMetrics.for_role(spec.role),
+        crash_points=CrashPoints(settings.crash_at),
+    )
+
+
+def run_service(
+    spec: ServiceSpec,
+    handler: Handler,
+    settings: Settings,
+    on_ready: Callable[[ServiceLoop], None] | None = None,
+) -> int:
+    configure_logging(spec.role, settings.instance_id, settings.log_level)
+    loop = build_loop(spec, handler, settings)
+    side = SideServer(
+        settings.http.host,
+        settings.http.port,
+        healthy=lambda: time.monotonic() - loop.last_cycle_at < STALL_AFTER_S,
+        ready=lambda: loop.ready,
+    )
+    address = side.start()
+    log.info("%s %s serving metrics on http://%s", spec.role, settings.instance_id, address)
+    membership = MemberPublisher(
+        KafkaProducer.from_settings(settings),
+        topic_name(settings, members.TOPIC),
+        spec.role,
+        settings.instance_id,
+        address,
+    )
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: draining", signum)
+        loop.stop()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    last_lag = 0.0
+    announced_ready = False
+
+    def on_cycle() -> None:
+        nonlocal last_lag, announced_ready
+        membership.publish(loop.assignment(), loop.ready)
+        now = time.monotonic()
+        if now - last_lag > LAG_REFRESH_S:
+            loop.update_lag()
+            last_lag = now
+        if loop.ready and not announced_ready:
+            announced_ready = True
+            if on_ready is not None:
+                on_ready(loop)
+
+    try:
+        loop.run(on_cycle=on_cycle, before_close=membership.leave)
+    finally:
+        membership.close()
+        side.stop()
+    log.info("%s %s stopped", spec.role, settings.instance_id)
+    return 0

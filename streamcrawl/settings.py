@@ -1,0 +1,114 @@
+"""Configuration: one frozen pydantic-settings model per concern, read from `STREAMCRAWL_*`.
+
+Nested fields use `__` (e.g. `STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS`). Any librdkafka property passes
+through untouched in `kafka.config` (a JSON object in `STREAMCRAWL_KAFKA__CONFIG`): security.protocol,
+sasl.*, ssl.* and the rest. Values whose names look secret are held as `SecretStr` and are never
+logged; `KafkaSettings.librdkafka()` is the one place they are revealed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_SECRET_MARKERS = ("password", "secret", "sasl.oauthbearer.config", "ssl.key.pem", "token")
+
+
+def _is_secret(name: str) -> bool:
+    return any(marker in name for marker in _SECRET_MARKERS)
+
+
+class KafkaSettings(BaseModel):
+    """How to reach the cluster; `config` is passed to librdkafka as given."""
+
+    model_config = ConfigDict(frozen=True)
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    config: dict[str, str | SecretStr] = Field(default_factory=dict)
+    topic_prefix: str = "crawl."
+    partitions: int = Field(default=6, ge=1, le=10_000)
+    replication_factor: int = Field(default=1, ge=1, le=16)
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _wrap_secrets(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {
+            str(k): SecretStr(str(v)) if _is_secret(str(k)) and not isinstance(v, SecretStr)
+            else str(v) if not isinstance(v, SecretStr) else v
+            for k, v in value.items()
+        }
+
+    def librdkafka(self) -> dict[str, str]:
+        """The client configuration with secrets revealed: pass it to librdkafka, never log it."""
+        rendered = {"bootstrap.servers": self.bootstrap_servers}
+        for key, value in self.config.items():
+            rendered[key] = value.get_secret_value() if isinstance(value, SecretStr) else value
+        return rendered
+
+    def redacted(self) -> dict[str, str]:
+        """The client configuration safe to log."""
+        rendered = {"bootstrap.servers": self.bootstrap_servers}
+        for key, value in self.config.items():
+            rendered[key] = "**********" if isinstance(value, SecretStr) else value
+        return rendered
+
+
+class StateSettings(BaseModel):
+    """Where per-partition RocksDB stores live and how much memory they may take."""
+
+    model_config = ConfigDict(frozen=True)
+
+    directory: Path = Path(".streamcrawl/state")
+    block_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
+    write_buffer_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
+    max_write_buffers: int = Field(default=2, ge=1)
+
+
+class LoopSettings(BaseModel):
+    """The service loop's batching, backpressure and shutdown bounds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    batch_size: int = Field(default=500, ge=1, le=100_000)
+    poll_timeout_s: float = Field(default=0.2, gt=0, le=10)
+    max_uncommitted_per_partition: int = Field(default=500, ge=1)
+    commit_interval_s: float = Field(default=1.0, gt=0)
+    delivery_timeout_s: float = Field(default=60.0, gt=0)
+    session_timeout_ms: int = Field(default=45_000, ge=1000)
+    heartbeat_interval_ms: int = Field(default=3_000, ge=100)
+    shutdown_timeout_s: float = Field(default=30.0, gt=0)
+    static_membership: bool = True
+    """`group.instance.id` per instance, so a restart keeps its partitions without a rebalance."""
+
+
+class HttpSettings(BaseModel):
+    """The side server with /metrics, /healthz and /readyz."""
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=0, ge=0, le=65535)
+
+
+class Settings(BaseSettings):
+    """Everything a service needs to start; built once in `__main__` and passed down."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="STREAMCRAWL_", env_nested_delimiter="__", frozen=True, extra="ignore"
+    )
+
+    kafka: KafkaSettings = KafkaSettings()
+    state: StateSettings = StateSettings()
+    loop: LoopSettings = LoopSettings()
+    http: HttpSettings = HttpSettings()
+    instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    log_level: str = "INFO"
+    crash_at: str | None = None
+    """Name of a crash point (`streamcrawl.crashpoints`) at which the process dies; tests only."""

@@ -1,0 +1,229 @@
+"""Per-partition state: one RocksDB per state partition, its tables as column families.
+
+A state partition p of a role holds the tables its handler names (the frontier's host queues, the
+link graph's indexes). Handlers read and write through a `Transaction` that holds the writes of one
+processing cycle; the loop then (1) produces every changed key to the role's compacted changelog,
+partition p, with the source message's coordinates in a header, (2) waits for delivery, (3) commits
+the input offsets and (4) writes the data and the changelog offset in one WriteBatch.
+
+Recovery replays the changelog from the offset after the one the store reflects (the whole topic
+when the directory is missing or does not match the changelog) and skips records whose source offset
+is at or past the committed input offset: those messages will be processed again, so the restored
+state reflects exactly the committed input.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from rocksdict import (
+    BlockBasedOptions,
+    Cache,
+    DBCompressionType,
+    Options,
+    Rdict,
+    WriteBatch,
+)
+
+from streamcrawl.exceptions import StateError
+from streamcrawl.settings import StateSettings
+
+META_TABLE = "__meta__"
+CHANGELOG_OFFSET_KEY = b"changelog_offset"
+CHANGELOG_TOPIC_KEY = b"changelog_topic"
+KEY_SEPARATOR = b"\x00"
+"""Changelog keys are table name, NUL, key: one compacted topic serves every table of a role."""
+
+
+def changelog_key(table: str, key: bytes) -> bytes:
+    return table.encode() + KEY_SEPARATOR + key
+
+
+def split_changelog_key(raw: bytes) -> tuple[str, bytes]:
+    table, separator, key = raw.partition(KEY_SEPARATOR)
+    if not separator:
+        raise StateError(f"changelog key without table: {raw[:80]!r}")
+    return table.decode(), key
+
+
+class StoreOptions:
+    """RocksDB options sized for many small stores on a small machine: one shared block cache."""
+
+    def __init__(self, settings: StateSettings) -> None:
+        self._settings = settings
+        self._cache = Cache(settings.block_cache_bytes)
+
+    def build(self) -> Options:
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        options.create_missing_column_families(True)
+        options.set_write_buffer_size(self._settings.write_buffer_bytes)
+        options.set_max_write_buffer_number(self._settings.max_write_buffers)
+        options.set_compression_type(DBCompressionType.zstd())
+        options.set_max_background_jobs(2)
+        table_options = BlockBasedOptions()
+        table_options.set_block_cache(self._cache)
+        options.set_block_based_table_factory(table_options)
+        return options
+
+
+class PartitionStore:
+    """The RocksDB of one state partition."""
+
+    def __init__(self, path: Path, tables: tuple[str, ...], options: StoreOptions) -> None:
+        self.path = path
+        self.tables = tables
+        path.parent.mkdir(parents=True, exist_ok=True)
+        built = options.build()
+        families = {name: options.build() for name in (*tables, META_TABLE)}
+        self._db = Rdict(str(path), options=built, column_families=families)
+        self._families = {name: self._db.get_column_family(name) for name in families}
+        self._handles = {name: self._db.get_column_family_handle(name) for name in families}
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        value: bytes | None = self._families[table].get(key)
+        return value
+
+    def scan(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        iterator = self._families[table].iter()
+        iterator.seek(prefix)
+        while iterator.valid():
+            key: bytes = iterator.key()
+            if not key.startswith(prefix):
+                break
+            yield key, iterator.value()
+            iterator.next()
+
+    def changelog_position(self) -> tuple[str, int] | None:
+        """The changelog topic and the last offset of it this store reflects, if recorded."""
+        offset = self.get(META_TABLE, CHANGELOG_OFFSET_KEY)
+        topic = self.get(META_TABLE, CHANGELOG_TOPIC_KEY)
+        if offset is None or topic is None:
+            return None
+        return topic.decode(), int(offset)
+
+    def write(
+        self,
+        changes: dict[tuple[str, bytes], bytes | None],
+        changelog_topic: str,
+        changelog_offset: int | None,
+    ) -> None:
+        """Apply changes and the changelog offset they reach in one atomic WriteBatch."""
+        batch = WriteBatch(raw_mode=True)
+        for (table, key), value in changes.items():
+            if value is None:
+                batch.delete(key, self._handles[table])
+            else:
+                batch.put(key, value, self._handles[table])
+        if changelog_offset is not None:
+            batch.put(CHANGELOG_TOPIC_KEY, changelog_topic.encode(), self._handles[META_TABLE])
+            batch.put(
+                CHANGELOG_OFFSET_KEY, str(changelog_offset).encode(), self._handles[META_TABLE]
+            )
+        self._db.write(batch)
+
+    def count(self, table: str) -> int:
+        return sum(1 for _ in self.scan(table))
+
+    def close(self) -> None:
+        """Flush and release the directory lock; column family views must go first."""
+        self._db.flush()
+        for family in self._families.values():
+            family.close()
+        self._families = {}
+        self._handles = {}
+        self._db.close()
+
+    @staticmethod
+    def destroy(path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class Transaction:
+    """Writes not yet in RocksDB, layered over the store or over another transaction.
+
+    The loop keeps one per state partition per cycle and gives each message a child, merged into
+    the parent only when the handler succeeds: a handler that fails leaves no half-written state.
+    `sources` remembers which input message last wrote each key, for the changelog header.
+    """
+
+    def __init__(self, parent: PartitionStore | Transaction) -> None:
+        self.parent = parent
+        self.writes: dict[tuple[str, bytes], bytes | None] = {}
+        self.sources: dict[tuple[str, bytes], str] = {}
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        if (table, key) in self.writes:
+            return self.writes[(table, key)]
+        return self.parent.get(table, key)
+
+    def put(self, table: str, key: bytes, value: bytes, source: str | None) -> None:
+        self.writes[(table, key)] = value
+        self._note(table, key, source)
+
+    def delete(self, table: str, key: bytes, source: str | None) -> None:
+        self.writes[(table, key)] = None
+        self._note(table, key, source)
+
+    def _note(self, table: str, key: bytes, source: str | None) -> None:
+        if source is None:
+            self.sources.pop((table, key), None)
+        else:
+            self.sources[(table, key)] = source
+
+    def merge_into_parent(self) -> None:
+        parent = self.parent
+        if not isinstance(parent, Transaction):
+            raise StateError("a top-level transaction is written by the loop, not merged")
+        for (table, key), value in self.writes.items():
+            parent.writes[(table, key)] = value
+            parent._note(table, key, self.sources.get((table, key)))
+
+    def scan(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """The parent's entries merged with this layer's writes, in key order."""
+        pending = sorted(
+            (key, value)
+            for (name, key), value in self.writes.items()
+            if name == table and key.startswith(prefix)
+        )
+        index = 0
+        for key, value in self.parent.scan(table, prefix):
+            while index < len(pending) and pending[index][0] < key:
+                yield from _present(pending[index])
+                index += 1
+            if index < len(pending) and pending[index][0] == key:
+                yield from _present(pending[index])
+                index += 1
+                continue
+            yield key, value
+        for entry in pending[index:]:
+            yield from _present(entry)
+
+
+def _present(entry: tuple[bytes, bytes | None]) -> Iterator[tuple[bytes, bytes]]:
+    key, value = entry
+    if value is not None:
+        yield key, value
+
+
+class Table:
+    """A handler's view of one table of its partition: get, put, delete, ordered scans."""
+
+    def __init__(self, transaction: Transaction, name: str, source: str | None) -> None:
+        self._transaction = transaction
+        self._name = name
+        self._source = source
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._transaction.get(self._name, key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._transaction.put(self._name, key, value, self._source)
+
+    def delete(self, key: bytes) -> None:
+        self._transaction.delete(self._name, key, self._source)
+
+    def scan(self, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        return self._transaction.scan(self._name, prefix)

@@ -1,0 +1,204 @@
+"""Test helpers: per-test deployments (settings, topics), service processes, topic readers.
+
+Every wait has a deadline and polls a condition; nothing sleeps and hopes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
+
+from schemas import deadletter, members
+from schemas.registry import changelog_topic
+from schemas.topic import TopicSpec
+from streamcrawl.settings import Settings
+from streamcrawl.topics import create_topics
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Deployment:
+    """One isolated deployment on the session broker: its own topic prefix and state dirs."""
+
+    bootstrap: str
+    root: Path
+    partitions: int = 1
+    prefix: str = field(default_factory=lambda: f"t{uuid.uuid4().hex[:10]}.")
+
+    def env(self, instance: str, **extra: str) -> dict[str, str]:
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith("STREAMCRAWL_")
+        }
+        env.update(
+            {
+                "STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS": self.bootstrap,
+                "STREAMCRAWL_KAFKA__TOPIC_PREFIX": self.prefix,
+                "STREAMCRAWL_KAFKA__PARTITIONS": str(self.partitions),
+                "STREAMCRAWL_INSTANCE_ID": instance,
+                "STREAMCRAWL_STATE__DIRECTORY": str(self.root / "state"),
+                "STREAMCRAWL_LOOP__SESSION_TIMEOUT_MS": "6000",
+                "STREAMCRAWL_LOOP__HEARTBEAT_INTERVAL_MS": "500",
+                "STREAMCRAWL_LOOP__POLL_TIMEOUT_S": "0.05",
+                "STREAMCRAWL_LOG_LEVEL": "INFO",
+                "PYTHONPATH": str(REPO),
+            }
+        )
+        env.update(extra)
+        return env
+
+    def settings(self, instance: str = "test") -> Settings:
+        return Settings(
+            kafka={
+                "bootstrap_servers": self.bootstrap,
+                "topic_prefix": self.prefix,
+                "partitions": self.partitions,
+            },
+            state={"directory": self.root / "state"},
+            loop={"session_timeout_ms": 6000, "heartbeat_interval_ms": 500, "poll_timeout_s": 0.05},
+            instance_id=instance,
+        )
+
+    def topic(self, suffix: str) -> str:
+        return f"{self.prefix}{suffix}"
+
+    def create(self, specs: tuple[TopicSpec, ...]) -> None:
+        create_topics(self.settings(), specs)
+
+    def create_for_role(self, role: str, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> None:
+        """The role's input and output topics, its changelog, and the registry's shared topics."""
+        specs = [TopicSpec(suffix=name, key="test") for name in (*inputs, *outputs)]
+        self.create((*specs, changelog_topic(role), deadletter.TOPIC, members.TOPIC))
+
+
+class ServiceProcess:
+    """A service run as `python -m MODULE` in its own process group, output to a file."""
+
+    def __init__(self, module: str, env: dict[str, str], log_path: Path) -> None:
+        self.module = module
+        self.env = env
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ServiceProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", self.module],
+            cwd=REPO,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        return self
+
+    def wait(self, timeout_s: float) -> int:
+        if self.process is None:
+            raise RuntimeError("not started")
+        return self.process.wait(timeout=timeout_s)
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait(timeout=30)
+
+    def _signal(self, signum: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def produce_json(
+    bootstrap: str, topic: str, records: list[tuple[str, Any]], raw: bool = False
+) -> None:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 5}
+    )
+    for key, value in records:
+        payload = value if raw else json.dumps(value).encode()
+        producer.produce(topic, key=key, value=payload)
+    remaining = producer.flush(30)
+    if remaining:
+        raise TimeoutError(f"{remaining} test messages not delivered")
+
+
+class TopicReader:
+    """Reads a whole topic from the beginning and keeps everything it saw."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.messages: list[Message] = []
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"reader-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        metadata = self._consumer.list_topics(topic, timeout=30)
+        partitions = metadata.topics[topic].partitions
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+
+    def read_until(
+        self, condition: Callable[[list[Message]], bool], timeout_s: float, describe: str = ""
+    ) -> list[Message]:
+        deadline = time.monotonic() + timeout_s
+        while not condition(self.messages):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self.topic}: {describe or 'condition'} not met in {timeout_s}s "
+                    f"({len(self.messages)} messages read)"
+                )
+            for message in self._consumer.consume(500, 0.2):
+                if message.error() is None:
+                    self.messages.append(message)
+        return self.messages
+
+    def poll(self, timeout_s: float = 0.05) -> list[Message]:
+        """Read whatever is available now; returns everything seen so far."""
+        for message in self._consumer.consume(500, timeout_s):
+            if message.error() is None:
+                self.messages.append(message)
+        return self.messages
+
+    def values(self) -> list[Any]:
+        return [json.loads(m.value()) for m in self.messages if m.value() is not None]
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, describe: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{describe} not reached in {timeout_s}s")
+        time.sleep(0.05)

@@ -1,0 +1,40 @@
+"""Per-partition stores and their layered transactions, without a broker."""
+
+from pathlib import Path
+
+from streamcrawl.settings import StateSettings
+from streamcrawl.state import PartitionStore, StoreOptions, Table, Transaction
+
+
+def make_store(tmp_path: Path) -> PartitionStore:
+    return PartitionStore(tmp_path / "p0", ("queue",), StoreOptions(StateSettings()))
+
+
+def test_scan_merges_pending_writes_in_key_order(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.write({("queue", b"a1"): b"1", ("queue", b"a3"): b"3", ("queue", b"b1"): b"x"}, "cl", 0)
+    cycle = Transaction(store)
+    message = Transaction(cycle)
+    table = Table(message, "queue", source="in:0:5")
+    table.put(b"a2", b"2")
+    table.delete(b"a3")
+    table.put(b"a0", b"0")
+    assert list(table.scan(b"a")) == [(b"a0", b"0"), (b"a1", b"1"), (b"a2", b"2")]
+    assert cycle.get("queue", b"a2") is None
+    message.merge_into_parent()
+    assert cycle.get("queue", b"a2") == b"2"
+    assert cycle.sources[("queue", b"a2")] == "in:0:5"
+    store.write(cycle.writes, "cl", 7)
+    assert store.changelog_position() == ("cl", 7)
+    assert [key for key, _ in store.scan("queue")] == [b"a0", b"a1", b"a2", b"b1"]
+    store.close()
+
+
+def test_store_survives_reopen(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.write({("queue", b"k"): b"v"}, "cl", 41)
+    store.close()
+    reopened = make_store(tmp_path)
+    assert reopened.get("queue", b"k") == b"v"
+    assert reopened.changelog_position() == ("cl", 41)
+    reopened.close()
