@@ -31,7 +31,7 @@ class FetchRequest(InternalModel):
     deadline: EpochMillis
     politeness_delay_ms: Annotated[int, Field(ge=0)] = 0
     respect_robots: bool = True
-    content_types: list[str] = []
+    content_types: list[str] = Field(default_factory=list)
     redirect_hops: Annotated[int, Field(ge=0)] = 0
     etag: str | None = None
     last_modified: str | None = None

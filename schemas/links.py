@@ -1,9 +1,9 @@
 """`links`: every out-link of one fetch, keyed by the source URL.
 
-Producers: the parser (one PageLinks per fetched page, an empty list included, in numbered parts when
-large) and the fetcher's redirects (a REDIRECT edge). Consumers: the link-graph group (forward index)
-and its ranker (reads the topic whole). Keyed by from_url so one link-graph instance owns each
-source's whole edge set. The edge record is seed document 002's.
+Producers: the parser (one PageLinks per fetched page, an empty list included, in numbered parts
+when large) and the fetcher's redirects (a REDIRECT edge). Consumers: the link-graph group (forward
+index) and its ranker (reads the topic whole). Keyed by from_url so one link-graph instance owns
+each source's whole edge set. The edge record is seed document 002's.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class LinkEdge(InternalModel):
     anchor_text: str = ""
     context_window: str = ""
     link_type: LinkType
-    rel: list[str] = []
+    rel: list[str] = Field(default_factory=list)
     position: LinkPosition = "CONTENT"
     discovered_at: EpochMillis
 

@@ -17,9 +17,7 @@ from schemas.topic import TopicSpec
 
 TOPIC = TopicSpec(suffix="outcomes", key="host", co_partitioned=True)
 
-OutcomeKind = Literal[
-    "done", "redirect", "unchanged", "retryable", "permanent", "robots_denied"
-]
+OutcomeKind = Literal["done", "redirect", "unchanged", "retryable", "permanent", "robots_denied"]
 
 
 def key(host: str) -> str:
@@ -40,7 +38,7 @@ class FetchOutcome(InternalModel):
     retry_after_ms: Annotated[int, Field(ge=0)] | None = None
     page_sent: bool = False
     """A FetchedPage went to `pages`, so a ParseReport will follow."""
-    sitemaps: list[str] = []
+    sitemaps: list[str] = Field(default_factory=list)
     etag: str | None = None
     last_modified: str | None = None
     content_hash: str | None = None

@@ -35,7 +35,7 @@ class FetchedPage(InternalModel):
     lease_id: str
     depth: Annotated[int, Field(ge=0)]
     status: int
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = Field(default_factory=dict)
     content_type: str | None = None
     body_size: Annotated[int, Field(ge=0)]
     sha256: str

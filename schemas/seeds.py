@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, TypeAdapter, field_validator
 
 from schemas.base import InboundModel
+from schemas.canonical import canonical_url
 from schemas.topic import MIB, TopicSpec
 
 TOPIC = TopicSpec(suffix="seeds", key="crawl_id", max_message_bytes=4 * MIB)
@@ -49,6 +50,8 @@ def _check_http_url(url: str) -> str:
         raise ValueError(f"only http and https URLs are crawled, not {url[:100]!r}")
     if not parts.hostname:
         raise ValueError(f"URL has no host: {url[:100]!r}")
+    if canonical_url(url) is None:
+        raise ValueError(f"not a crawlable URL (invalid host or port): {url[:100]!r}")
     return url
 
 
@@ -59,7 +62,9 @@ def _check_pattern(pattern: str | None) -> str | None:
         raise ValueError(f"pattern longer than {MAX_PATTERN_LENGTH} characters")
     try:
         re.compile(pattern)
-    except re.error as error:
+    except (re.error, OverflowError, RecursionError) as error:
+        # OverflowError (a{4294967296}) and RecursionError (deep nesting) are not ValueErrors, so
+        # pydantic would let them escape `decode` and stop the partition instead of dead-lettering.
         raise ValueError(f"pattern does not compile: {error}") from error
     return pattern
 
@@ -77,16 +82,17 @@ class CrawlRequest(InboundModel):
     max_pages_per_host: Annotated[int, Field(ge=-1, le=10**12)] = -1
     max_duration_ms: Annotated[int, Field(ge=-1, le=10**12)] = -1
     same_domain: SameDomain = "host"
-    domain_whitelist: Annotated[list[Annotated[str, Field(max_length=253)]], Field(max_length=10_000)] = []
+    domain_whitelist: Annotated[
+        list[Annotated[str, Field(max_length=253)]], Field(max_length=10_000)
+    ] = Field(default_factory=list)
     include_pattern: str | None = None
     exclude_pattern: str | None = None
     politeness_delay_ms: Annotated[int, Field(ge=0, le=3_600_000)] = 1000
     max_retries: Annotated[int, Field(ge=0, le=100)] = 3
     recrawl_interval_hours: Annotated[float, Field(gt=0, le=24 * 3650)] | None = None
-    content_types: Annotated[list[Annotated[str, Field(max_length=255)]], Field(max_length=100)] = [
-        "text/html",
-        "application/xhtml+xml",
-    ]
+    content_types: Annotated[list[Annotated[str, Field(max_length=255)]], Field(max_length=100)] = (
+        Field(default_factory=lambda: ["text/html", "application/xhtml+xml"])
+    )
     respect_robots: bool = True
     use_sitemaps: bool = False
     priority: PriorityStrategy = "bfs"

@@ -4,9 +4,9 @@ Producers: the frontier (seed URLs of a new crawl, redirect targets) and the par
 page, grouped by target host: one DiscoveredUrls per host per page, in numbered parts if large),
 then one ParseReport per page saying how many DiscoveredUrls messages it sent. Consumer: the
 frontier instance owning the host's partition, which admits them (dedup, scope, budget) into the
-host's queue. Key: host, co-partitioned with `outcomes` and `scores` so one frontier partition holds
-all of a host's state. The ParseReport is keyed by the fetched page's host: the partition that leased
-the page counts its reports to know when a crawl is done.
+host's queue. Key: host, co-partitioned with `outcomes` and `scores` so one frontier partition
+holds all of a host's state. The ParseReport is keyed by the fetched page's host: the partition
+that leased the page counts its reports to know when a crawl is done.
 """
 
 from __future__ import annotations

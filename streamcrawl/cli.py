@@ -20,7 +20,7 @@ from schemas import members
 from schemas.serde import decode
 from streamcrawl.broker import LocalBroker
 from streamcrawl.exceptions import StreamcrawlError
-from streamcrawl.kafka import table_consumer_config
+from streamcrawl.kafka import admin_config, table_consumer_config
 from streamcrawl.membership import is_live
 from streamcrawl.settings import Settings
 from streamcrawl.table import TopicTable
@@ -36,7 +36,7 @@ def _print(text: str) -> None:
 
 def broker_answers(settings: Settings, timeout_s: float = 3.0) -> bool:
     try:
-        metadata = AdminClient(settings.kafka.librdkafka()).list_topics(timeout=timeout_s)
+        metadata = AdminClient(admin_config(settings)).list_topics(timeout=timeout_s)
     except KafkaException:
         return False
     return bool(metadata.brokers)
@@ -47,6 +47,9 @@ def broker_answers(settings: Settings, timeout_s: float = 3.0) -> bool:
 
 def cmd_kafka(args: argparse.Namespace, settings: Settings) -> int:
     broker = LocalBroker.from_settings(settings, Path(args.data_dir))
+    if args.action == "jars":
+        _print(f"broker jars in {broker.ensure_jars()}")
+        return 0
     if args.action == "start":
         bootstrap = broker.start()
         _print(f"kafka started on {bootstrap} in {broker.last_start_s or 0:.1f}s")
@@ -137,8 +140,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         _print(json.dumps({**asdict(report), "ok": report.ok}, indent=2))
         return 0 if report.ok else 1
-    _print(f"broker   {'answers' if report.broker else 'does not answer'} at "
-           f"{settings.kafka.bootstrap_servers}")
+    _print(
+        f"broker   {'answers' if report.broker else 'does not answer'} at "
+        f"{settings.kafka.bootstrap_servers}"
+    )
     if report.broker:
         _print(f"topics   {'match the registry' if report.topics_ok else 'drift:'}")
         for line in report.topic_problems:
@@ -178,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     kafka = commands.add_parser("kafka", help="the local Apache Kafka broker (no Docker)")
-    kafka.add_argument("action", choices=["start", "stop", "status"])
+    kafka.add_argument("action", choices=["start", "stop", "status", "jars"])
     kafka.add_argument("--data-dir", default=str(DEFAULT_BROKER_DIR))
     kafka.set_defaults(run=cmd_kafka)
 

@@ -1,8 +1,8 @@
 """Named places where a test can make a process die, instead of killing it after a sleep.
 
-`STREAMCRAWL_CRASH_AT=after_delivery` makes the process exit abruptly (no cleanup, no flush, as a
-`kill -9` would) the first time it reaches that point; `after_delivery:3` the third time. Fault tests
-use these to stop a service at each step of the processing cycle and check nothing is lost.
+`STREAMCRAWL_CRASH_AT=after_delivery` makes the process exit abruptly (no cleanup, no flush, as
+`kill -9` would) the first time it reaches that point; `after_delivery:3` the third time. Fault
+tests use these to stop a service at each step of the processing cycle and check nothing is lost.
 """
 
 from __future__ import annotations

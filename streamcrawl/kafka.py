@@ -23,11 +23,34 @@ from streamcrawl.settings import Settings
 log = logging.getLogger(__name__)
 
 Headers = list[tuple[str, bytes]]
+ClientConfig = dict[str, str | int | float | bool]
 
 _IGNORABLE = {
     KafkaError._PARTITION_EOF,
     KafkaError._NO_OFFSET,
 }
+
+
+def admin_config(settings: Settings) -> ClientConfig:
+    return dict(settings.kafka.librdkafka())
+
+
+def coordinates(message: Message) -> tuple[str, int, int]:
+    """Topic, partition and offset of a consumed (non-error) message."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    if topic is None or partition is None or offset is None:
+        raise FatalKafkaError("consumed a message without topic, partition or offset")
+    return topic, partition, offset
+
+
+def message_headers(message: Message) -> Headers:
+    """Headers as (name, bytes) pairs whatever form librdkafka returned them in."""
+    raw = message.headers() or []
+    pairs = list(raw.items()) if isinstance(raw, dict) else list(raw)
+    return [
+        (name, value if isinstance(value, bytes) else (value or "").encode())
+        for name, value in pairs
+    ]
 
 
 def producer_config(settings: Settings, *, transactional_id: str | None = None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from schemas.exceptions import DecodeError
 from schemas.serde import encode
 from streamcrawl.crashpoints import CrashPoints
 from streamcrawl.handler import BaseHandler, Context, Deferred, Handler, Output, Record
-from streamcrawl.kafka import KafkaProducer, check_consumer_error
+from streamcrawl.kafka import KafkaProducer, check_consumer_error, coordinates, message_headers
 from streamcrawl.metrics import LoopMetrics
 from streamcrawl.offsets import PartitionOffsets
 from streamcrawl.recovery import SOURCE_HEADER, ChangelogRestorer, source_header
@@ -88,7 +88,9 @@ class _Cycle:
     transactions: dict[int, Transaction] = field(default_factory=dict)
 
     def empty(self) -> bool:
-        return not (self.outputs or self.finished or any(t.writes for t in self.transactions.values()))
+        return not (
+            self.outputs or self.finished or any(t.writes for t in self.transactions.values())
+        )
 
 
 class ServiceLoop:
@@ -153,8 +155,10 @@ class ServiceLoop:
     def ready(self) -> bool:
         held = {p for _, p in self._assigned}
         restoring = self.spec.stateful and any(p not in self._stores for p in self._openable(held))
-        return self._joined and not restoring and (
-            not isinstance(self.handler, BaseHandler) or self.handler.ready()
+        return (
+            self._joined
+            and not restoring
+            and (not isinstance(self.handler, BaseHandler) or self.handler.ready())
         )
 
     def assignment(self) -> list[str]:
@@ -311,7 +315,7 @@ class ServiceLoop:
         if error is not None:
             check_consumer_error(error)
             return
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        topic, partition, offset = coordinates(message)
         key = (topic, partition)
         if key not in self._assigned or key in rewound:
             return
@@ -337,7 +341,7 @@ class ServiceLoop:
             offset=offset,
             key=record_key.decode("utf-8", "replace") if record_key is not None else None,
             value=value,
-            headers=list(message.headers() or ()),
+            headers=message_headers(message),
             timestamp_ms=message.timestamp()[1],
         )
         ctx = self._context_for(record, cycle)
@@ -348,7 +352,9 @@ class ServiceLoop:
             log.exception("handler failed on %s:%d@%d", topic, partition, offset)
             self._metrics.errors.labels("handler").inc()
             self._dead_letter(
-                cycle, message, f"handler error: {type(handler_error).__name__}: {handler_error}",
+                cycle,
+                message,
+                f"handler error: {type(handler_error).__name__}: {handler_error}",
                 "handler",
             )
             cycle.finished.append(ticket)
@@ -384,20 +390,16 @@ class ServiceLoop:
         )
 
     def _dead_letter(self, cycle: _Cycle, message: Message, reason: str, kind: str) -> None:
-        topic = message.topic()
+        topic, partition, offset = coordinates(message)
         self._metrics.dead_letters.labels(topic, kind).inc()
-        log.warning(
-            "dead-lettered %s:%d@%d: %s", topic, message.partition(), message.offset(), reason
-        )
-        letter = dead_letter(
-            self.spec.role, topic, message.partition(), message.offset(), reason, message.value()
-        )
+        log.warning("dead-lettered %s:%d@%d: %s", topic, partition, offset, reason)
+        letter = dead_letter(self.spec.role, topic, partition, offset, reason, message.value())
         cycle.outputs.append(Output(self.spec.dead_letter_topic, message.key(), encode(letter)))
 
     def _tick(self, cycle: _Cycle) -> None:
         if not isinstance(self.handler, BaseHandler):
             return
-        partitions: list[int | None] = sorted(self._stores) if self.spec.stateful else [None]
+        partitions: list[int | None] = [*sorted(self._stores)] if self.spec.stateful else [None]
         for partition in partitions:
             transaction = None
             if partition is not None:
@@ -454,7 +456,8 @@ class ServiceLoop:
                 continue
             if transaction.writes or partition in changelog_high:
                 store.write(
-                    transaction.writes, self.spec.changelog_topic or "",
+                    transaction.writes,
+                    self.spec.changelog_topic or "",
                     changelog_high.get(partition),
                 )
         for partition in failed:
@@ -471,7 +474,7 @@ class ServiceLoop:
 
         def delivered(message: Message) -> None:
             offset = message.offset()
-            if offset > changelog_high.get(partition, -1):
+            if offset is not None and offset > changelog_high.get(partition, -1):
                 changelog_high[partition] = offset
 
         for (table, key), value in transaction.writes.items():
@@ -486,7 +489,7 @@ class ServiceLoop:
             )
 
     def _commit(self, keys: list[TopicPartitionKey]) -> set[int]:
-        """Store and commit each partition's watermark; return state partitions whose commit failed."""
+        """Commit each partition's watermark; return the state partitions whose commit failed."""
         offsets = []
         for key in keys:
             tracker = self._offsets.get(key)
@@ -499,7 +502,10 @@ class ServiceLoop:
             return set()
         try:
             self._consumer.store_offsets(offsets=offsets)
-            self._consumer.commit(offsets=offsets, asynchronous=not self.spec.stateful)
+            if self.spec.stateful:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            else:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
         except KafkaException as error:
             log.warning("commit failed (records will be redelivered): %s", error)
             self._metrics.errors.labels("commit").inc()
@@ -534,7 +540,9 @@ class ServiceLoop:
                 _, high = self._consumer.get_watermark_offsets(tp, cached=True)
             except KafkaException:
                 continue
-            position = tp.offset if tp.offset >= 0 else self._committed.get((tp.topic, tp.partition), 0)
+            position = (
+                tp.offset if tp.offset >= 0 else self._committed.get((tp.topic, tp.partition), 0)
+            )
             if high >= 0:
                 self._metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(
                     max(0, high - position)

@@ -44,9 +44,7 @@ class LoopMetrics:
                 ["topic", "reason"],
                 registry=registry,
             ),
-            errors=Counter(
-                f"{prefix}_errors_total", "Errors by kind", ["kind"], registry=registry
-            ),
+            errors=Counter(f"{prefix}_errors_total", "Errors by kind", ["kind"], registry=registry),
             processing_seconds=Histogram(
                 f"{prefix}_processing_seconds",
                 "Handler time per message",

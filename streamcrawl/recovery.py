@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from streamcrawl.kafka import check_consumer_error
+from streamcrawl.kafka import check_consumer_error, coordinates, message_headers
 from streamcrawl.state import PartitionStore, StoreOptions, split_changelog_key
 
 log = logging.getLogger(__name__)
@@ -75,15 +75,15 @@ class ChangelogRestorer:
             TopicPartition(changelog_topic, partition), timeout=self._timeout_s
         )
         store = PartitionStore(path, tables, options) if path.exists() else None
-        start_offset = self._resume_offset(store, changelog_topic, low, high)
-        full = start_offset is None
-        if store is None or full:
+        resume_at = self._resume_offset(store, changelog_topic, low, high)
+        full = store is None or resume_at is None
+        if store is None or resume_at is None:
             if store is not None:
                 store.close()
             PartitionStore.destroy(path)
             store = PartitionStore(path, tables, options)
-            start_offset = low
-        assert start_offset is not None  # noqa: S101 - narrowed above for the type checker
+            resume_at = low
+        start_offset = resume_at
         read, applied = 0, 0
         if start_offset < high:
             read, applied = self._replay(
@@ -92,7 +92,11 @@ class ChangelogRestorer:
         report = RestoreReport(partition, full, read, applied, time.monotonic() - started)
         log.info(
             "state partition %d restored (%s): %d changelog records read, %d applied in %.2fs",
-            partition, "full" if full else "tail", read, applied, report.seconds,
+            partition,
+            "full" if full else "tail",
+            read,
+            applied,
+            report.seconds,
         )
         return store, report
 
@@ -138,11 +142,11 @@ class ChangelogRestorer:
                         check_consumer_error(error)
                         continue
                     deadline = time.monotonic() + self._timeout_s
-                    last_offset = message.offset()
+                    _, _, last_offset = coordinates(message)
                     read += 1
-                    if self._uncommitted(message.headers(), committed):
+                    if self._uncommitted(message_headers(message), committed):
                         continue
-                    table, key = split_changelog_key(message.key())
+                    table, key = split_changelog_key(message.key() or b"")
                     changes[(table, key)] = message.value()
                     applied += 1
                 if changes:

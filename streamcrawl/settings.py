@@ -1,9 +1,9 @@
 """Configuration: one frozen pydantic-settings model per concern, read from `STREAMCRAWL_*`.
 
-Nested fields use `__` (e.g. `STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS`). Any librdkafka property passes
-through untouched in `kafka.config` (a JSON object in `STREAMCRAWL_KAFKA__CONFIG`): security.protocol,
-sasl.*, ssl.* and the rest. Values whose names look secret are held as `SecretStr` and are never
-logged; `KafkaSettings.librdkafka()` is the one place they are revealed.
+Nested fields use `__` (e.g. `STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS`). Any librdkafka property
+passes through untouched in `kafka.config` (a JSON object in `STREAMCRAWL_KAFKA__CONFIG`):
+security.protocol, sasl.*, ssl.* and the rest. Values whose names look secret are held as
+`SecretStr` and are never logged; `KafkaSettings.librdkafka()` is the one place they are revealed.
 """
 
 from __future__ import annotations
@@ -16,11 +16,20 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-_SECRET_MARKERS = ("password", "secret", "sasl.oauthbearer.config", "ssl.key.pem", "token")
+_SECRET_MARKERS = (
+    "password",
+    "passphrase",
+    "secret",
+    "sasl.oauthbearer.config",
+    "key.pem",
+    "token",
+)
+"""Substrings of librdkafka property names whose values are credentials or private keys."""
 
 
 def _is_secret(name: str) -> bool:
-    return any(marker in name for marker in _SECRET_MARKERS)
+    lowered = name.lower()
+    return any(marker in lowered for marker in _SECRET_MARKERS)
 
 
 class KafkaSettings(BaseModel):
@@ -40,8 +49,11 @@ class KafkaSettings(BaseModel):
         if not isinstance(value, dict):
             return value
         return {
-            str(k): SecretStr(str(v)) if _is_secret(str(k)) and not isinstance(v, SecretStr)
-            else str(v) if not isinstance(v, SecretStr) else v
+            str(k): SecretStr(str(v))
+            if _is_secret(str(k)) and not isinstance(v, SecretStr)
+            else str(v)
+            if not isinstance(v, SecretStr)
+            else v
             for k, v in value.items()
         }
 

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from schemas.exceptions import DecodeError
-from streamcrawl.kafka import check_consumer_error
+from streamcrawl.kafka import check_consumer_error, coordinates
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +86,11 @@ class TopicTable(Generic[V]):
                     if error is not None:
                         check_consumer_error(error)
                         continue
+                    _, partition, offset = coordinates(message)
                     self._apply(message.key(), message.value())
-                    target = targets.get(message.partition())
-                    if target is not None and message.offset() >= target - 1:
-                        del targets[message.partition()]
+                    target = targets.get(partition)
+                    if target is not None and offset >= target - 1:
+                        del targets[partition]
                         if not targets:
                             self._ready.set()
         except BaseException as error:  # recorded for the owner; the table is then never ready

@@ -11,10 +11,15 @@ import logging
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
 
 from schemas.registry import TOPICS
 from schemas.topic import TopicSpec
+from streamcrawl.kafka import admin_config
 from streamcrawl.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -25,7 +30,7 @@ def topic_name(settings: Settings, spec: TopicSpec) -> str:
 
 
 def admin_client(settings: Settings) -> AdminClient:
-    return AdminClient(settings.kafka.librdkafka())
+    return AdminClient(admin_config(settings))
 
 
 @dataclass

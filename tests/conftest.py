@@ -7,6 +7,7 @@ to files, never to the terminal.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -15,10 +16,15 @@ from typing import Protocol
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from hypothesis import settings
 
 from tests.broker_source import session_broker
 
 _TOPIC_READY_S = 30.0
+
+# A loaded 2-core CI machine makes per-example deadlines flaky; CI sets HYPOTHESIS_PROFILE=ci.
+settings.register_profile("ci", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 logger = logging.getLogger(__name__)
 

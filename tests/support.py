@@ -5,6 +5,7 @@ Every wait has a deadline and polls a condition; nothing sleeps and hopes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -38,9 +39,7 @@ class Deployment:
     prefix: str = field(default_factory=lambda: f"t{uuid.uuid4().hex[:10]}.")
 
     def env(self, instance: str, **extra: str) -> dict[str, str]:
-        env = {
-            k: v for k, v in os.environ.items() if not k.startswith("STREAMCRAWL_")
-        }
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMCRAWL_")}
         env.update(
             {
                 "STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS": self.bootstrap,
@@ -120,10 +119,8 @@ class ServiceProcess:
 
     def _signal(self, signum: int) -> None:
         if self.process is not None and self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # it exited between poll and kill
                 os.killpg(self.process.pid, signum)
-            except ProcessLookupError:
-                pass
 
     @property
     def running(self) -> bool:

@@ -41,7 +41,9 @@ def started() -> Iterator[list[ServiceProcess]]:
         process.kill()
 
 
-def ledger(deployment: Deployment, started: list[ServiceProcess], instance: str, **env: str) -> ServiceProcess:
+def ledger(
+    deployment: Deployment, started: list[ServiceProcess], instance: str, **env: str
+) -> ServiceProcess:
     process = ServiceProcess(
         LEDGER,
         deployment.env(instance, **env),
@@ -67,7 +69,9 @@ def final_counts(messages: list[Message]) -> dict[str, int]:
     return counts
 
 
-def test_a_message_goes_through_the_loop(deployment: Deployment, started: list[ServiceProcess]) -> None:
+def test_a_message_goes_through_the_loop(
+    deployment: Deployment, started: list[ServiceProcess]
+) -> None:
     ledger(deployment, started, "a")
     produce_json(deployment.bootstrap, deployment.topic("in"), [("acct-1", {"id": 1, "amount": 5})])
     out = TopicReader(deployment.bootstrap, deployment.topic("out"))
@@ -94,7 +98,10 @@ def test_poison_message_is_dead_lettered_and_the_next_one_processed(
     assert [(d.topic, d.partition, d.offset) for d in letters] == [(topic, 0, 1), (topic, 0, 2)]
     assert letters[0].payload == b"{not json" and "JSON" in letters[0].error
     assert "amount" in letters[1].error
-    assert all(d.stage == "ledger" and m.key() == b"acct-1" for d, m in zip(letters, dead.messages))
+    assert all(
+        d.stage == "ledger" and m.key() == b"acct-1"
+        for d, m in zip(letters, dead.messages, strict=True)
+    )
 
 
 @pytest.mark.parametrize("point", POINTS)
@@ -102,7 +109,11 @@ def test_crash_at_each_point_loses_nothing_and_counts_once(
     deployment: Deployment, started: list[ServiceProcess], point: str
 ) -> None:
     first = ledger(
-        deployment, started, "a", STREAMCRAWL_CRASH_AT=f"{point}:3", STREAMCRAWL_LOOP__BATCH_SIZE="10"
+        deployment,
+        started,
+        "a",
+        STREAMCRAWL_CRASH_AT=f"{point}:3",
+        STREAMCRAWL_LOOP__BATCH_SIZE="10",
     )
     produce_json(deployment.bootstrap, deployment.topic("in"), entries(0, 60))
     assert first.wait(60) == CRASH_EXIT_CODE, first.log_tail()
@@ -133,7 +144,9 @@ def test_sigterm_drains_and_commits_so_nothing_is_reprocessed(
     assert final_counts(out.messages) == dict(Counter(key for key, _ in entries(0, 60)))
 
 
-def test_co_partitioned_state_moves_with_its_partitions(kafka_bootstrap: str, tmp_path: Path, started: list[ServiceProcess]) -> None:
+def test_co_partitioned_state_moves_with_its_partitions(
+    kafka_bootstrap: str, tmp_path: Path, started: list[ServiceProcess]
+) -> None:
     deployment = Deployment(kafka_bootstrap, tmp_path, partitions=6)
     deployment.create_for_role("ledger", ("in", "in2"), ("out",))
     env = {"LEDGER_INPUTS": "in,in2"}
@@ -154,7 +167,9 @@ def test_co_partitioned_state_moves_with_its_partitions(kafka_bootstrap: str, tm
     ledger(deployment, started, "b", **env)
     ledger(deployment, started, "c", **env)
     member_reader = TopicReader(deployment.bootstrap, deployment.topic("members"))
-    member_reader.read_until(lambda ms: _instances_holding(ms) >= {"b", "c"}, 90, "b and c assigned")
+    member_reader.read_until(
+        lambda ms: _instances_holding(ms) >= {"b", "c"}, 90, "b and c assigned"
+    )
     send(120, 120)
     a.kill()
     send(240, 120)

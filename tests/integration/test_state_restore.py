@@ -32,7 +32,9 @@ def in_process_settings(deployment: Deployment, instance: str) -> Settings:
     )
 
 
-def cycle_until(loop: ServiceLoop, condition: Callable[[], bool], timeout_cycles: int = 600) -> None:
+def cycle_until(
+    loop: ServiceLoop, condition: Callable[[], bool], timeout_cycles: int = 600
+) -> None:
     for _ in range(timeout_cycles):
         loop.cycle()
         if condition():
@@ -173,16 +175,22 @@ def test_out_of_order_completion_commits_only_the_contiguous_watermark(
         [tp] = checker.committed([TopicPartition(deployment.topic("in"), 0)], timeout=10)
         return tp.offset
 
+    def committed_reaches(offset: int) -> None:
+        # A stateless service commits asynchronously: cycle until the broker shows the offset.
+        cycle_until(loop, lambda: committed() == offset, timeout_cycles=200)
+
     for offset in (1, 2, 4):
         handler.held[offset].finish()
-    loop.cycle()
+    for _ in range(5):
+        loop.cycle()
     assert committed() < 0  # offset 0 still running: nothing may be committed
     handler.held[0].finish()
-    loop.cycle()
-    assert committed() == 3  # 0..2 done, 3 running, 4 done but above the gap
+    committed_reaches(3)  # 0..2 done, 3 running, 4 done but above the gap
+    for _ in range(5):
+        loop.cycle()
+    assert committed() == 3
     handler.held[3].finish()
-    loop.cycle()
-    assert committed() == 5
+    committed_reaches(5)
     out = TopicReader(deployment.bootstrap, deployment.topic("out"))
     out.read_until(lambda ms: len(ms) == 5, 30, "five outputs")
     assert sorted(out.values()) == [0, 1, 2, 3, 4]

@@ -1,0 +1,12 @@
+"""Wires the frontier handler into the kernel's service loop (`streamcrawl.service.run_service`)."""
+
+from __future__ import annotations
+
+import sys
+
+NOT_BUILT = "the frontier service is not built yet (issue 3); nothing was started"
+
+
+def main() -> int:
+    sys.stderr.write(f"streamcrawl: {NOT_BUILT}\n")
+    return 2

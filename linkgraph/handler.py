@@ -1,0 +1,4 @@
+"""The linkgraph's pure logic: message in, messages and state changes out, no Kafka.
+
+Built in issue 6; the kernel contract it implements is `streamcrawl.handler.Handler`.
+"""

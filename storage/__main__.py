@@ -1,0 +1,7 @@
+"""`python -m storage` runs one storage instance."""
+
+import sys
+
+from storage.service import main
+
+sys.exit(main())

@@ -1,0 +1,193 @@
+"""`streamcrawl topics create|check` and `status`, the side server, tables and the partitioner,
+against the real broker."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+)
+
+from schemas import crawls, members
+from schemas.partitioning import partition_for_key
+from schemas.registry import TOPICS
+from schemas.serde import decode
+from streamcrawl.cli import main
+from streamcrawl.kafka import table_consumer_config
+from streamcrawl.table import TopicTable
+from tests.support import Deployment, ServiceProcess, TopicReader, wait_for
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+def deployment(kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Deployment:
+    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=3)
+    for name, value in deployment.env("cli").items():
+        if name.startswith("STREAMCRAWL_"):
+            monkeypatch.setenv(name, value)
+    return deployment
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_topics_create_is_idempotent_and_check_reports_drift(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = run_cli(capsys, "topics", "check")
+    assert code == 1 and f"missing: {deployment.topic('urls')}" in out
+
+    code, out = run_cli(capsys, "topics", "create")
+    assert code == 0 and f"created {len(TOPICS)} topics" in out
+    code, out = run_cli(capsys, "topics", "create")
+    assert code == 0 and "created 0 topics" in out
+    code, out = run_cli(capsys, "topics", "check")
+    assert code == 0 and "topics match the registry" in out
+
+    admin = AdminClient({"bootstrap.servers": deployment.bootstrap})
+    admin.create_partitions([NewPartitions(deployment.topic("fetch"), 5)])[
+        deployment.topic("fetch")
+    ].result(30)
+    resource = ConfigResource(
+        "topic",
+        deployment.topic("pages"),
+        incremental_configs=[
+            ConfigEntry("max.message.bytes", "1048576", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+    wait_for(lambda: main(["topics", "check"]) == 1, 30, "drift visible to topics check")
+    capsys.readouterr()
+    code, out = run_cli(capsys, "topics", "check")
+    assert code == 1
+    assert f"partitions: {deployment.topic('fetch')} has 5, registry says 3" in out
+    assert f"config: {deployment.topic('pages')} max.message.bytes='1048576'" in out
+
+
+def test_status_needs_broker_topics_and_a_ready_instance_of_every_running_role(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out = run_cli(capsys, "status", "--json")
+    assert code == 1 and json.loads(out)["broker"] is True and not json.loads(out)["topics_ok"]
+
+    assert main(["topics", "create"]) == 0
+    deployment.create_for_role("ledger", ("in",), ("out",))
+    capsys.readouterr()
+    code, out = run_cli(capsys, "status", "--json")
+    assert code == 0, out
+    assert json.loads(out)["roles"] == {}
+
+    ledger = ServiceProcess(
+        "tests.integration.ledger",
+        deployment.env("status-a"),
+        deployment.root / "ledger.log",
+    ).start()
+    try:
+        readers = TopicReader(deployment.bootstrap, deployment.topic("members"))
+        readers.read_until(
+            lambda ms: any(m.value() and decode(members.Member, m.value()).ready for m in ms),
+            60,
+            "a ready ledger member",
+        )
+        code, out = run_cli(capsys, "status", "--json")
+        report = json.loads(out)
+        assert code == 0, out
+        [instance] = report["roles"]["ledger"]["instances"]
+        assert instance["ready"] and instance["instance"] == "status-a"
+
+        base = f"http://{instance['http']}"
+        metrics = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
+        for name in (
+            "streamcrawl_ledger_messages_in_total",
+            "streamcrawl_ledger_consumer_lag_messages",
+            "streamcrawl_ledger_dead_letters_total",
+            "streamcrawl_ledger_processing_seconds",
+            "streamcrawl_ledger_ready 1.0",
+        ):
+            assert name in metrics, name
+        assert urllib.request.urlopen(f"{base}/healthz", timeout=10).status == 200
+        assert urllib.request.urlopen(f"{base}/readyz", timeout=10).status == 200
+
+        ledger.terminate()
+        assert ledger.wait(60) == 0
+        wait_for(lambda: main(["status"]) == 0, 30, "status after a clean stop")
+        capsys.readouterr()
+        code, out = run_cli(capsys, "status", "--json")
+        assert json.loads(out)["roles"] == {}  # the stopped instance left with a tombstone
+    finally:
+        ledger.kill()
+
+
+def test_status_fails_when_the_broker_does_not_answer(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    code, out = run_cli(capsys, "status")
+    assert code == 1 and "does not answer" in out
+
+
+def test_partition_function_agrees_with_librdkafka_murmur2(
+    kafka_bootstrap: str, topic_factory: object
+) -> None:
+    partitions = 7
+    topic = topic_factory(partitions)  # type: ignore[operator]
+    keys = [f"host-{i}.example.com:{i % 3 or ''}" for i in range(300)]
+    keys += ["", "ü.example", "a\tb", uuid.uuid4().hex]
+    placed: dict[str, int] = {}
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "partitioner": "murmur2_random"})
+    for key in keys:
+        producer.produce(
+            topic,
+            key=key.encode(),
+            value=b"x",
+            on_delivery=lambda err, msg, key=key: placed.__setitem__(key, msg.partition()),
+        )
+    assert producer.flush(30) == 0
+    assert placed == {key: partition_for_key(key.encode(), partitions) for key in keys}
+
+
+@pytest.fixture
+def table_topic(deployment: Deployment) -> Iterator[str]:
+    deployment.create((crawls.TOPIC,))
+    yield deployment.topic("crawls")
+
+
+def test_table_reader_is_ready_at_the_high_watermark_and_follows_tombstones(
+    deployment: Deployment, table_topic: str
+) -> None:
+    producer = Producer({"bootstrap.servers": deployment.bootstrap})
+    for i in range(50):
+        producer.produce(table_topic, key=f"crawl-{i % 10}", value=json.dumps(i).encode())
+    producer.produce(table_topic, key="crawl-3", value=None)
+    assert producer.flush(30) == 0
+    table: TopicTable[int] = TopicTable(
+        table_consumer_config(deployment.settings()),
+        table_topic,
+        lambda raw: json.loads(raw or b""),
+    )
+    table.start()
+    try:
+        assert table.wait_ready(30)
+        snapshot = table.snapshot()
+        assert "crawl-3" not in snapshot
+        assert snapshot["crawl-9"] == 49 and len(snapshot) == 9
+        producer.produce(table_topic, key="crawl-new", value=b"1")
+        producer.flush(30)
+        wait_for(lambda: table.get("crawl-new") == 1, 30, "a later record followed")
+    finally:
+        table.stop()
