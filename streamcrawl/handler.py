@@ -131,6 +131,12 @@ class BaseHandler:
     def on_tick(self, ctx: Context) -> None:
         """Timer work for one state partition (or once, partition None, when stateless)."""
 
+    def on_inputs_assigned(self, partitions: list[tuple[str, int]]) -> None:
+        """Input partitions (topic, partition) this instance now consumes."""
+
+    def on_inputs_revoked(self, partitions: list[tuple[str, int]]) -> None:
+        """Input partitions taken away (revoked or lost): drop work queued for them."""
+
     def on_partition_opened(self, ctx: Context) -> None:
         """A state partition was restored on this instance: rebuild any in-memory view of it."""
 

@@ -61,6 +61,9 @@ class ServiceSpec:
     tables: tuple[str, ...] = ()
     changelog_topic: str | None = None
     co_partitioned: bool = False
+    assignor_override: str | None = None
+    """A librdkafka `partition.assignment.strategy`; by default range when co-partitioned (so
+    every input's partition p goes to the same member), cooperative-sticky otherwise."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -69,6 +72,8 @@ class ServiceSpec:
             raise ValueError("a service with state tables needs a changelog topic")
         if self.tables and len(self.inputs) > 1 and not self.co_partitioned:
             raise ValueError("state over several inputs requires co-partitioned inputs")
+        if self.co_partitioned and self.assignor_override not in (None, "range"):
+            raise ValueError("co-partitioned inputs need the range assignor")
 
     @property
     def stateful(self) -> bool:
@@ -76,6 +81,8 @@ class ServiceSpec:
 
     @property
     def assignor(self) -> str:
+        if self.assignor_override is not None:
+            return self.assignor_override
         return "range" if self.co_partitioned else "cooperative-sticky"
 
 
@@ -195,6 +202,7 @@ class ServiceLoop:
         while any(o.running for o in self._offsets.values()) and time.monotonic() < deadline:
             self.cycle()
         self.cycle()
+        self._commit(sorted(self._assigned), final=True)
 
     # ----- rebalance callbacks (run inside consume) -----------------------------------------
 
@@ -207,16 +215,20 @@ class ServiceLoop:
             if self.spec.stateful:
                 self._blocked.add(key)
         self._metrics.assigned_partitions.set(len(self._assigned))
+        if isinstance(self.handler, BaseHandler):
+            self.handler.on_inputs_assigned([(tp.topic, tp.partition) for tp in partitions])
         log.info("assigned %s", sorted(f"{tp.topic}:{tp.partition}" for tp in partitions))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._commit([(tp.topic, tp.partition) for tp in partitions])
+        self._commit([(tp.topic, tp.partition) for tp in partitions], final=True)
         self._forget(partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._forget(partitions)
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
+        if isinstance(self.handler, BaseHandler):
+            self.handler.on_inputs_revoked([(tp.topic, tp.partition) for tp in partitions])
         for tp in partitions:
             key = (tp.topic, tp.partition)
             self._assigned.discard(key)
@@ -488,21 +500,26 @@ class ServiceLoop:
                 on_delivery=delivered,
             )
 
-    def _commit(self, keys: list[TopicPartitionKey]) -> set[int]:
-        """Commit each partition's watermark; return the state partitions whose commit failed."""
+    def _commit(self, keys: list[TopicPartitionKey], *, final: bool = False) -> set[int]:
+        """Commit each partition's watermark; return the state partitions whose commit failed.
+
+        Stateful services commit synchronously (state is written only after the commit), others
+        asynchronously; `final` (revocation, shutdown) always waits and re-sends what an earlier
+        asynchronous commit may not have landed.
+        """
         offsets = []
         for key in keys:
             tracker = self._offsets.get(key)
             if tracker is None or tracker.committable is None:
                 continue
-            if self._committed.get(key) == tracker.committable:
+            if self._committed.get(key) == tracker.committable and not final:
                 continue
             offsets.append(TopicPartition(key[0], key[1], tracker.committable))
         if not offsets:
             return set()
         try:
             self._consumer.store_offsets(offsets=offsets)
-            if self.spec.stateful:
+            if self.spec.stateful or final:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
             else:
                 self._consumer.commit(offsets=offsets, asynchronous=True)

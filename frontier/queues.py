@@ -1,0 +1,137 @@
+"""Per-host URL queues on disk, and the in-memory heap of hosts that decides who is released next.
+
+Queued URLs live only in RocksDB (the `queue` table of the partition's store), keyed so that key
+order is release order within a host:
+
+    host NUL priority-bytes sequence(8 bytes, big-endian)
+
+`priority-bytes` come from `frontier.priority` (lower sorts first: BFS puts depth first), and the
+sequence is the partition's arrival counter, so equal priorities leave in arrival order. The head of
+a host is the first key under its prefix: one seek, no in-memory copy. Memory holds one small entry
+per host with queued work (its ready time and queued count) and a heap of those hosts ordered by
+ready time: it grows with the number of hosts, never with the number of URLs (DESIGN section 3,
+step 3).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from dataclasses import dataclass
+
+from streamcrawl.state import Table
+
+SEPARATOR = b"\x00"
+SEQUENCE_BYTES = 8
+
+
+def queue_key(host: str, priority: bytes, sequence: int) -> bytes:
+    return host.encode() + SEPARATOR + priority + sequence.to_bytes(SEQUENCE_BYTES, "big")
+
+
+def host_prefix(host: str) -> bytes:
+    return host.encode() + SEPARATOR
+
+
+def host_of(key: bytes) -> str:
+    return key.split(SEPARATOR, 1)[0].decode()
+
+
+@dataclass(frozen=True)
+class QueuedUrl:
+    """One URL waiting in its host's queue (the value stored under its queue key)."""
+
+    crawl_id: str
+    url: str
+    depth: int
+    redirect_hops: int = 0
+    attempts: int = 0
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+
+    def encode(self) -> bytes:
+        return json.dumps(self.__dict__, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> QueuedUrl:
+        return cls(**json.loads(raw))
+
+
+def enqueue(table: Table, host: str, priority: bytes, sequence: int, entry: QueuedUrl) -> bytes:
+    key = queue_key(host, priority, sequence)
+    table.put(key, entry.encode())
+    return key
+
+
+def head(table: Table, host: str) -> tuple[bytes, QueuedUrl] | None:
+    """The next URL of a host in release order, or None when its queue is empty."""
+    for key, value in table.scan(host_prefix(host)):
+        return key, QueuedUrl.decode(value)
+    return None
+
+
+def count_by_host(table: Table) -> dict[str, int]:
+    """Queued URLs per host, for rebuilding the in-memory view when a partition is opened."""
+    counts: dict[str, int] = {}
+    for key, _ in table.scan():
+        host = host_of(key)
+        counts[host] = counts.get(host, 0) + 1
+    return counts
+
+
+class HostHeap:
+    """Hosts with queued URLs, by the time they may next be released (epoch ms).
+
+    Entries are replaced lazily: a host re-pushed with a new ready time leaves its old heap entry
+    behind, which `pop_ready` skips because it no longer matches `ready_at`.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, str]] = []
+        self.ready_at: dict[str, int] = {}
+        self.queued: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.ready_at)
+
+    def add_queued(self, host: str, count: int, ready_at_ms: int) -> None:
+        """Record `count` more URLs for a host; a new host becomes ready at `ready_at_ms`."""
+        self.queued[host] = self.queued.get(host, 0) + count
+        if host not in self.ready_at:
+            self.schedule(host, ready_at_ms)
+
+    def remove_queued(self, host: str, count: int = 1) -> None:
+        left = self.queued.get(host, 0) - count
+        if left > 0:
+            self.queued[host] = left
+        else:
+            self.queued.pop(host, None)
+            self.ready_at.pop(host, None)
+
+    def schedule(self, host: str, ready_at_ms: int) -> None:
+        """Set when a host with queued URLs may be released next."""
+        if self.queued.get(host, 0) <= 0:
+            return
+        self.ready_at[host] = ready_at_ms
+        heapq.heappush(self._heap, (ready_at_ms, host))
+
+    def next_ready_at(self) -> int | None:
+        self._drop_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def pop_ready(self, now_ms: int) -> str | None:
+        """The host whose ready time passed longest ago, removed from the heap until rescheduled."""
+        self._drop_stale()
+        if not self._heap or self._heap[0][0] > now_ms:
+            return None
+        _, host = heapq.heappop(self._heap)
+        del self.ready_at[host]
+        return host
+
+    def _drop_stale(self) -> None:
+        while self._heap:
+            ready_at, host = self._heap[0]
+            if self.ready_at.get(host) == ready_at:
+                return
+            heapq.heappop(self._heap)
