@@ -207,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Callable[[argparse.Namespace, Settings], int] = args.run
     try:
         return run(args, settings)
-    except (StreamcrawlError, KafkaException) as error:
+    except (StreamcrawlError, KafkaException, TimeoutError) as error:
         sys.stderr.write(f"streamcrawl: {error}\n")
         return 2
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from schemas import registry
 from streamcrawl.exceptions import DeliveryError, FatalKafkaError
@@ -107,6 +107,37 @@ def table_consumer_config(settings: Settings) -> dict[str, Any]:
     }
     config.update(settings.kafka.librdkafka())
     return config
+
+
+_TRANSIENT = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+}
+
+
+def is_transient(error: KafkaError) -> bool:
+    """Worth retrying: a new topic's leader is being elected, a broker restarts, a timeout."""
+    return bool(error.retriable()) or error.code() in _TRANSIENT
+
+
+def watermarks(consumer: Consumer, partition: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """Low and high watermark of a partition, retrying transient errors until the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(partition, timeout=timeout_s)
+            return int(low), int(high)
+        except KafkaException as exception:
+            error = exception.args[0] if exception.args else None
+            if not isinstance(error, KafkaError) or not is_transient(error):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def is_fatal(error: KafkaError) -> bool:

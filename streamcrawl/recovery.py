@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from streamcrawl.kafka import check_consumer_error, coordinates, message_headers
+from streamcrawl.kafka import check_consumer_error, coordinates, message_headers, watermarks
 from streamcrawl.state import PartitionStore, StoreOptions, split_changelog_key
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,8 @@ class ChangelogRestorer:
         """Open the store of one partition and replay what it misses from the changelog."""
         started = time.monotonic()
         consumer = self._client()
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(changelog_topic, partition), timeout=self._timeout_s
+        low, high = watermarks(
+            consumer, TopicPartition(changelog_topic, partition), self._timeout_s
         )
         store = PartitionStore(path, tables, options) if path.exists() else None
         resume_at = self._resume_offset(store, changelog_topic, low, high)

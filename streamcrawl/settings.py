@@ -35,7 +35,7 @@ def _is_secret(name: str) -> bool:
 class KafkaSettings(BaseModel):
     """How to reach the cluster; `config` is passed to librdkafka as given."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
 
     bootstrap_servers: str = "127.0.0.1:9092"
     config: dict[str, str | SecretStr] = Field(default_factory=dict)
@@ -112,8 +112,13 @@ class HttpSettings(BaseModel):
 class Settings(BaseSettings):
     """Everything a service needs to start; built once in `__main__` and passed down."""
 
+    # hide_input_in_errors: a malformed `kafka.config` would otherwise echo its passwords.
     model_config = SettingsConfigDict(
-        env_prefix="STREAMCRAWL_", env_nested_delimiter="__", frozen=True, extra="ignore"
+        env_prefix="STREAMCRAWL_",
+        env_nested_delimiter="__",
+        frozen=True,
+        extra="ignore",
+        hide_input_in_errors=True,
     )
 
     kafka: KafkaSettings = KafkaSettings()

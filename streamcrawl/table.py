@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from schemas.exceptions import DecodeError
-from streamcrawl.kafka import check_consumer_error, coordinates
+from streamcrawl.kafka import check_consumer_error, coordinates, watermarks
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,12 @@ class TopicTable(Generic[V]):
         self._thread.start()
 
     def wait_ready(self, timeout_s: float) -> bool:
-        return self._ready.wait(timeout_s)
+        """Wait until the table caught up; False on timeout or when the reader failed."""
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.wait(0.05):
+            if self.error is not None or time.monotonic() > deadline:
+                return False
+        return True
 
     @property
     def ready(self) -> bool:
@@ -72,9 +77,7 @@ class TopicTable(Generic[V]):
             partitions = sorted(metadata.topics[self._topic].partitions)
             targets: dict[int, int] = {}
             for partition in partitions:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(self._topic, partition), timeout=30
-                )
+                low, high = watermarks(consumer, TopicPartition(self._topic, partition), 30.0)
                 if high > low:
                     targets[partition] = high
             consumer.assign([TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in partitions])

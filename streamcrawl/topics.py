@@ -8,6 +8,7 @@ differs from the registry's value (cleanup policy, retention, max.message.bytes,
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
@@ -88,8 +89,30 @@ def create_topics(
         except KafkaException as error:
             if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+    wait_for_leaders(admin, created, timeout_s)
     log.info("created topics: %s", ", ".join(created) or "none")
     return created
+
+
+def wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> None:
+    """Block until every partition of the named topics has a leader (new topics need a moment)."""
+    deadline = time.monotonic() + timeout_s
+    pending = set(names)
+    while pending:
+        metadata = admin.list_topics(timeout=timeout_s).topics
+        for name in list(pending):
+            topic = metadata.get(name)
+            if (
+                topic is not None
+                and topic.error is None
+                and topic.partitions
+                and all(p.leader >= 0 for p in topic.partitions.values())
+            ):
+                pending.discard(name)
+        if pending and time.monotonic() > deadline:
+            raise TimeoutError(f"topics without leaders after {timeout_s}s: {sorted(pending)}")
+        if pending:
+            time.sleep(0.05)
 
 
 def check_topics(
