@@ -1,0 +1,230 @@
+"""max_links as a hard cap across partitions, and the BFS-prefix lease rule (DESIGN.md section 4).
+
+The owner of a crawl (the partition holding its crawl id) keeps a :class:`BudgetLedger`; every
+partition with that crawl's URLs keeps a :class:`BudgetAccount` and spends one unit per distinct URL
+it leases. They talk through the `budget` topic (`schemas.budget`):
+
+- The account asks only when it is below a low-water mark (default 16) and has URLs waiting for
+  budget, for ``min(chunk, waiting - available)`` (chunk default 64). Asking for no more than it
+  can use keeps budget from being stranded on a partition with few URLs while another starves:
+  there is no message to hand budget back.
+- One request is outstanding at a time. Request ids are ``<partition>-<sequence>``, the sequence
+  persisted with the account, so an account restored after a crash, or resending after
+  ``resend_after_ms`` without an answer, sends the same id again.
+- The ledger grants ``min(wanted, max_links - granted)`` and remembers the answer per request id
+  (the last 64 per partition), so a redelivered or resent request gets the same answer and never a
+  second grant. The total granted therefore never exceeds max_links.
+- The account applies a grant only for its outstanding request id: a duplicate grant adds nothing.
+  A zero grant means the crawl's budget is spent, and the account stops asking. A partial grant
+  does not: after a crash the ledger may answer a reused id with what an earlier incarnation asked
+  for, so the account asks again and learns of exhaustion from a zero.
+
+The BFS-prefix rule, :func:`may_lease_depth`, makes the leased set of a finite-budget crawl a
+prefix of breadth-first order: with one partition it reproduces seed document 000's trace.
+
+Both classes serialise to JSON bytes for the partition's state store.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from schemas.budget import BudgetGrant, BudgetRequest
+
+UNLIMITED = -1
+DEFAULT_LOW_WATER = 16
+DEFAULT_CHUNK = 64
+DEFAULT_RESEND_AFTER_MS = 30_000
+REMEMBERED_REQUESTS_PER_PARTITION = 64
+
+
+def may_lease_depth(depth: int, lowest_unfinished_depth: int | None) -> bool:
+    """Under a finite budget, whether a partition may lease a URL of the crawl at ``depth``.
+
+    ``lowest_unfinished_depth`` is the lowest depth among the crawl's URLs on this partition that
+    are queued or leased (None when there are none). A partition leases depth d+1 only when it has
+    nothing of depth <= d queued or leased, so ``depth`` must not exceed that lowest depth. For the
+    leased set to follow seed 000's trace exactly, a fetched page should count as unfinished until
+    its ParseReport's URLs are admitted, so late links of depth d+1 compete for the budget too.
+    """
+    return lowest_unfinished_depth is None or depth <= lowest_unfinished_depth
+
+
+@dataclass
+class BudgetLedger:
+    """The owner's record of one crawl's budget: what it granted in total and to which request."""
+
+    crawl_id: str
+    max_links: int
+    granted_total: int = 0
+    recent: dict[int, dict[str, int]] = field(default_factory=dict)
+    """Per partition, the last answers by request id, oldest first."""
+
+    @property
+    def left(self) -> int | None:
+        """Budget not yet granted; None for an unlimited crawl."""
+        return None if self.max_links == UNLIMITED else self.max_links - self.granted_total
+
+    def grant(self, request: BudgetRequest) -> int:
+        """The amount granted to ``request``: never more than is left, the same for a resend."""
+        if request.crawl_id != self.crawl_id:
+            raise ValueError(
+                f"budget request for {request.crawl_id!r} at the ledger of {self.crawl_id!r}"
+            )
+        answers = self.recent.setdefault(request.partition, {})
+        earlier = answers.get(request.request_id)
+        if earlier is not None:
+            return earlier
+        left = self.left
+        amount = request.wanted if left is None else max(0, min(request.wanted, left))
+        self.granted_total += amount
+        answers[request.request_id] = amount
+        while len(answers) > REMEMBERED_REQUESTS_PER_PARTITION:
+            del answers[next(iter(answers))]
+        return amount
+
+    def grant_message(self, request: BudgetRequest) -> BudgetGrant:
+        """:meth:`grant`, as the BudgetGrant to send back to the requesting partition."""
+        return BudgetGrant(
+            crawl_id=self.crawl_id,
+            partition=request.partition,
+            granted=self.grant(request),
+            request_id=request.request_id,
+        )
+
+    def to_bytes(self) -> bytes:
+        recent = [
+            [partition, request_id, amount]
+            for partition, answers in self.recent.items()
+            for request_id, amount in answers.items()
+        ]
+        return _dump(
+            {
+                "crawl_id": self.crawl_id,
+                "max_links": self.max_links,
+                "granted_total": self.granted_total,
+                "recent": recent,
+            }
+        )
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> BudgetLedger:
+        data = json.loads(raw)
+        recent: dict[int, dict[str, int]] = {}
+        for partition, request_id, amount in data["recent"]:
+            recent.setdefault(int(partition), {})[str(request_id)] = int(amount)
+        return cls(
+            crawl_id=str(data["crawl_id"]),
+            max_links=int(data["max_links"]),
+            granted_total=int(data["granted_total"]),
+            recent=recent,
+        )
+
+
+@dataclass
+class BudgetAccount:
+    """One partition's share of one crawl's budget: granted but unspent, spent, and the request
+    in flight."""
+
+    crawl_id: str
+    partition: int
+    available: int = 0
+    consumed: int = 0
+    exhausted: bool = False
+    next_sequence: int = 0
+    pending_id: str | None = None
+    pending_wanted: int = 0
+    pending_since_ms: int = 0
+
+    def try_consume(self, count: int = 1) -> bool:
+        """Spend ``count`` units for URLs about to be leased; False (nothing spent) if short."""
+        if count < 0:
+            raise ValueError("cannot consume a negative budget")
+        if self.available < count:
+            return False
+        self.available -= count
+        self.consumed += count
+        return True
+
+    def wants_more(self, waiting: int, *, low_water: int = DEFAULT_LOW_WATER) -> bool:
+        """Whether to ask the owner for more, with ``waiting`` URLs of the crawl needing budget."""
+        return (
+            not self.exhausted
+            and self.pending_id is None
+            and self.available < low_water
+            and waiting > self.available
+        )
+
+    def request(
+        self,
+        waiting: int,
+        now_ms: int,
+        *,
+        low_water: int = DEFAULT_LOW_WATER,
+        chunk: int = DEFAULT_CHUNK,
+    ) -> BudgetRequest | None:
+        """A new request when :meth:`wants_more`, recorded as outstanding; otherwise None."""
+        if not self.wants_more(waiting, low_water=low_water):
+            return None
+        self.pending_id = f"{self.partition}-{self.next_sequence}"
+        self.next_sequence += 1
+        self.pending_wanted = max(1, min(chunk, waiting - self.available))
+        self.pending_since_ms = now_ms
+        return self._pending_request()
+
+    def resend(
+        self, now_ms: int, *, after_ms: int = DEFAULT_RESEND_AFTER_MS
+    ) -> BudgetRequest | None:
+        """The outstanding request again, same id, when unanswered for ``after_ms``."""
+        if self.pending_id is None or now_ms - self.pending_since_ms < after_ms:
+            return None
+        self.pending_since_ms = now_ms
+        return self._pending_request()
+
+    def apply(self, grant: BudgetGrant) -> int:
+        """Add a grant for the outstanding request; returns what was added (0 for a duplicate)."""
+        if grant.crawl_id != self.crawl_id or grant.partition != self.partition:
+            return 0
+        if grant.request_id != self.pending_id:
+            return 0
+        self.pending_id = None
+        self.pending_wanted = 0
+        if grant.granted == 0:
+            self.exhausted = True
+        self.available += grant.granted
+        return grant.granted
+
+    def _pending_request(self) -> BudgetRequest:
+        if self.pending_id is None:
+            raise ValueError("no budget request outstanding")
+        return BudgetRequest(
+            crawl_id=self.crawl_id,
+            partition=self.partition,
+            wanted=self.pending_wanted,
+            request_id=self.pending_id,
+        )
+
+    def to_bytes(self) -> bytes:
+        return _dump(asdict(self))
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> BudgetAccount:
+        data = json.loads(raw)
+        pending = data["pending_id"]
+        return cls(
+            crawl_id=str(data["crawl_id"]),
+            partition=int(data["partition"]),
+            available=int(data["available"]),
+            consumed=int(data["consumed"]),
+            exhausted=bool(data["exhausted"]),
+            next_sequence=int(data["next_sequence"]),
+            pending_id=None if pending is None else str(pending),
+            pending_wanted=int(data["pending_wanted"]),
+            pending_since_ms=int(data["pending_since_ms"]),
+        )
+
+
+def _dump(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, separators=(",", ":"), sort_keys=True).encode("utf-8")
