@@ -7,9 +7,11 @@ status. Key: crawl id, so compaction keeps each crawl's latest state.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from schemas.base import EpochMillis, InternalModel
+from pydantic import ConfigDict, Field, field_validator
+
+from schemas.base import SCHEMA_VERSION, EpochMillis, InternalModel
 from schemas.seeds import CrawlRequest
 from schemas.topic import MIB, TopicSpec
 
@@ -22,10 +24,26 @@ def key(crawl_id: str) -> str:
     return crawl_id
 
 
+class StoredCrawlRequest(CrawlRequest):
+    """A CrawlRequest as services store and pass it on: validated once on `seeds`, then read
+    leniently, so an older frontier reads a newer request's state instead of rejecting it."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    v: Annotated[int, Field(ge=1)] = SCHEMA_VERSION
+
+
 class CrawlState(InternalModel):
     crawl_id: str
-    request: CrawlRequest
+    request: StoredCrawlRequest
     status: CrawlStatus = "active"
     created_at: EpochMillis
     updated_at: EpochMillis
     owner_partition: int
+
+    @field_validator("request", mode="before")
+    @classmethod
+    def _accept_a_validated_request(cls, value: object) -> object:
+        if isinstance(value, CrawlRequest) and not isinstance(value, StoredCrawlRequest):
+            return value.model_dump()
+        return value

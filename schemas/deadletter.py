@@ -3,7 +3,8 @@
 Producers: every service (a message that fails to decode or validate, a URL that exhausted its
 retries). Consumers: operators and their tools. Key: the original key. Long retention: an operator
 must be able to inspect and replay. The payload is cut to 64 KiB; its full sha256 and size are kept
-so a cut payload can still be matched against its source.
+so a cut payload can still be matched against its source. In JSON the payload is URL-safe base64
+(`base64.urlsafe_b64decode` reads it; the standard decoder silently drops `-` and `_`).
 """
 
 from __future__ import annotations

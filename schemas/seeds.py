@@ -17,7 +17,7 @@ import uuid
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, TypeAdapter, field_validator
+from pydantic import Discriminator, Field, Tag, TypeAdapter, field_validator
 
 from schemas.base import InboundModel
 from schemas.canonical import canonical_url
@@ -130,5 +130,15 @@ class CrawlCommand(InboundModel):
     action: Literal["pause", "resume", "cancel"]
 
 
-SeedMessage = Annotated[CrawlRequest | CrawlCommand, Field(discriminator="kind")]
+def _seed_kind(value: object) -> str | None:
+    """A message without `kind` is a crawl request: the common case stays short to write."""
+    if isinstance(value, dict):
+        return str(value.get("kind", "crawl_request"))
+    return getattr(value, "kind", None)
+
+
+SeedMessage = Annotated[
+    Annotated[CrawlRequest, Tag("crawl_request")] | Annotated[CrawlCommand, Tag("crawl_command")],
+    Discriminator(_seed_kind),
+]
 SEED_MESSAGE: TypeAdapter[CrawlRequest | CrawlCommand] = TypeAdapter(SeedMessage)
