@@ -33,6 +33,8 @@ class FetchRequest(InternalModel):
     respect_robots: bool = True
     content_types: list[str] = Field(default_factory=list)
     redirect_hops: Annotated[int, Field(ge=0)] = 0
+    follow_nofollow: bool = False
+    """Carried to the FetchedPage so the parser knows whether nofollow links are followed."""
     etag: str | None = None
     last_modified: str | None = None
     content_hash: str | None = None

@@ -35,6 +35,9 @@ class FetchOutcome(InternalModel):
     redirect_to: str | None = None
     redirect_hops: Annotated[int, Field(ge=0)] = 0
     error: str | None = None
+    reason: str | None = None
+    """A stable label of why a fetch failed (`fetcher.errors.Reason`), for counters."""
+    truncated: bool = False
     retry_after_ms: Annotated[int, Field(ge=0)] | None = None
     page_sent: bool = False
     """A FetchedPage went to `pages`, so a ParseReport will follow."""

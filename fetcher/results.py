@@ -1,0 +1,119 @@
+"""What one fetch is asked to do and what came of it, and how that becomes schema messages.
+
+A :class:`FetchTarget` is the part of a FetchRequest that the HTTP layer needs, so robots.txt
+fetches use the same path. A :class:`FetchResult` holds everything learned, kind decided: the
+service turns it into a FetchedPage (only for ``done``) and one FetchOutcome per lease (DESIGN.md
+section 3, step 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fetcher.errors import Failure
+from schemas.fetch import FetchRequest
+from schemas.outcomes import FetchOutcome, OutcomeKind
+from schemas.pages import FetchedPage
+
+
+@dataclass(frozen=True)
+class FetchTarget:
+    """One URL to fetch and what the response must satisfy."""
+
+    url: str
+    content_types: tuple[str, ...] = ()
+    """Accepted media types (``text/html``, ``text/*``, ``*/*``); empty accepts any."""
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    """sha256 hex of the body fetched last time: the same body again is ``unchanged``."""
+    deadline_ms: int | None = None
+    """Epoch milliseconds after which the result is useless (the lease deadline)."""
+
+    @classmethod
+    def from_request(cls, request: FetchRequest) -> FetchTarget:
+        return cls(
+            url=request.url,
+            content_types=tuple(request.content_types),
+            etag=request.etag,
+            last_modified=request.last_modified,
+            content_hash=request.content_hash,
+            deadline_ms=request.deadline,
+        )
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """The result of one fetch; ``failure`` is set exactly when kind is retryable or permanent."""
+
+    url: str
+    kind: OutcomeKind
+    fetched_at_ms: int
+    """Epoch milliseconds when the fetch started."""
+    elapsed_s: float
+    status: int | None = None
+    failure: Failure | None = None
+    redirect_to: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    content_type: str | None = None
+    """The media type, lowercase and without parameters."""
+    body: bytes = b""
+    sha256: str | None = None
+    truncated: bool = False
+    wire_bytes: int = 0
+    """Bytes of body read from the connection, before decoding."""
+    etag: str | None = None
+    last_modified: str | None = None
+
+    @property
+    def retry_after_s(self) -> float | None:
+        return None if self.failure is None else self.failure.retry_after_s
+
+    def page(self, request: FetchRequest) -> FetchedPage | None:
+        """The page for `pages` (its body travels beside it), or None when there is none."""
+        if self.kind != "done" or self.status is None or self.sha256 is None:
+            return None
+        return FetchedPage(
+            crawl_id=request.crawl_id,
+            url=request.url,
+            final_url=self.url,
+            lease_id=request.lease_id,
+            depth=request.depth,
+            status=self.status,
+            headers=dict(self.headers),
+            content_type=self.content_type,
+            body_size=len(self.body),
+            sha256=self.sha256,
+            truncated=self.truncated,
+            fetched_at=self.fetched_at_ms,
+            elapsed_ms=round(self.elapsed_s * 1000),
+            follow_nofollow=request.follow_nofollow,
+        )
+
+    def outcome(self, request: FetchRequest, *, page_sent: bool) -> FetchOutcome:
+        """The lease's terminal outcome. A redirect counts one more hop than the request had; a 304
+        keeps the request's content hash, since the content is the one it describes."""
+        retry_after = self.retry_after_s
+        return FetchOutcome(
+            crawl_id=request.crawl_id,
+            url=request.url,
+            host=request.host,
+            lease_id=request.lease_id,
+            depth=request.depth,
+            kind=self.kind,
+            status=self.status,
+            redirect_to=self.redirect_to,
+            redirect_hops=request.redirect_hops + (1 if self.kind == "redirect" else 0),
+            error=None if self.failure is None else self.failure.message(),
+            reason=None if self.failure is None else self.failure.reason.value,
+            truncated=self.truncated,
+            retry_after_ms=None if retry_after is None else round(retry_after * 1000),
+            page_sent=page_sent,
+            etag=self.etag,
+            last_modified=self.last_modified,
+            content_hash=self.sha256
+            or (request.content_hash if self.kind == "unchanged" else None),
+            fetched_at=self.fetched_at_ms,
+            elapsed_ms=round(self.elapsed_s * 1000),
+        )

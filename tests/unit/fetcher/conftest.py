@@ -1,0 +1,46 @@
+"""Fixtures for fetcher tests: a manual clock, address policies and safe sessions."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from aiohttp.abc import AbstractResolver
+
+from fetcher.addresses import AddressPolicy
+from fetcher.clock import FakeClock
+from fetcher.http import FetchLimits, open_session
+
+LOOPBACK = AddressPolicy.from_strings(["127.0.0.0/8"])
+STRICT = AddressPolicy()
+
+FAST_LIMITS = FetchLimits(connect_timeout_s=2.0, read_timeout_s=2.0, total_timeout_s=3.0)
+"""Short deadlines, so that a test that goes wrong fails in seconds, not minutes."""
+
+
+class Sessions:
+    """Opens safe sessions for one test; all are closed when it ends."""
+
+    def __init__(self, stack: contextlib.AsyncExitStack) -> None:
+        self._stack = stack
+
+    async def open(
+        self,
+        limits: FetchLimits = FAST_LIMITS,
+        policy: AddressPolicy = LOOPBACK,
+        dns: AbstractResolver | None = None,
+    ) -> aiohttp.ClientSession:
+        return await self._stack.enter_async_context(open_session(limits, policy, dns))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def sessions() -> AsyncIterator[Sessions]:
+    async with contextlib.AsyncExitStack() as stack:
+        yield Sessions(stack)
