@@ -52,6 +52,7 @@ class Deferred:
     def __init__(self, ticket: tuple[str, int, int], on_finish: Callable[[Deferred], None]) -> None:
         self.ticket = ticket
         self.outputs: list[Output] = []
+        self.abandoned = False
         self._on_finish = on_finish
         self._finished = threading.Event()
 
@@ -70,6 +71,15 @@ class Deferred:
 
     def finish(self) -> None:
         if not self._finished.is_set():
+            self._finished.set()
+            self._on_finish(self)
+
+    def abandon(self) -> None:
+        """Hand the record back unprocessed (on shutdown): its offset is never committed, so the
+        next owner of the partition processes it again; nothing produced here is sent."""
+        if not self._finished.is_set():
+            self.abandoned = True
+            self.outputs.clear()
             self._finished.set()
             self._on_finish(self)
 
@@ -142,6 +152,9 @@ class BaseHandler:
 
     def on_partition_closed(self, partition: int) -> None:
         """A state partition was revoked or lost: drop any in-memory view of it."""
+
+    def on_stop(self) -> None:
+        """Shutdown began: finish quickly or `abandon` deferred work; the loop then drains."""
 
     def ready(self) -> bool:
         return True

@@ -135,6 +135,7 @@ class ServiceLoop:
         self._throttled: set[TopicPartitionKey] = set()
         self._paused: set[TopicPartitionKey] = set()
         self._finished_deferred: queue.SimpleQueue[Deferred] = queue.SimpleQueue()
+        self._abandoned: set[tuple[str, int, int]] = set()
         self._stop = threading.Event()
         self._joined = False
         self.last_cycle_at = time.monotonic()
@@ -198,11 +199,17 @@ class ServiceLoop:
     def _drain(self) -> None:
         if self._assigned:
             self._consumer.pause([TopicPartition(t, p) for t, p in self._assigned])
+        if isinstance(self.handler, BaseHandler):
+            self.handler.on_stop()
         deadline = time.monotonic() + self._settings.shutdown_timeout_s
-        while any(o.running for o in self._offsets.values()) and time.monotonic() < deadline:
+        while self._unfinished_work() and time.monotonic() < deadline:
             self.cycle()
         self.cycle()
         self._commit(sorted(self._assigned), final=True)
+
+    def _unfinished_work(self) -> bool:
+        running = sum(o.running for o in self._offsets.values())
+        return running > len(self._abandoned)
 
     # ----- rebalance callbacks (run inside consume) -----------------------------------------
 
@@ -229,6 +236,8 @@ class ServiceLoop:
     def _forget(self, partitions: list[TopicPartition]) -> None:
         if isinstance(self.handler, BaseHandler):
             self.handler.on_inputs_revoked([(tp.topic, tp.partition) for tp in partitions])
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._abandoned = {t for t in self._abandoned if (t[0], t[1]) not in gone}
         for tp in partitions:
             key = (tp.topic, tp.partition)
             self._assigned.discard(key)
@@ -430,6 +439,9 @@ class ServiceLoop:
                 deferred = self._finished_deferred.get_nowait()
             except queue.Empty:
                 return
+            if deferred.abandoned:
+                self._abandoned.add(deferred.ticket)  # never finished: its offset stays behind
+                continue
             cycle.outputs.extend(deferred.outputs)
             cycle.finished.append(deferred.ticket)
 

@@ -5,12 +5,14 @@ Every wait has a deadline and polls a condition; nothing sleeps and hopes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
 from schemas import deadletter, members
@@ -199,3 +202,53 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, describe: str) -> 
         if time.monotonic() > deadline:
             raise TimeoutError(f"{describe} not reached in {timeout_s}s")
         time.sleep(0.05)
+
+
+class LocalSite:
+    """An aiohttp site on 127.0.0.1 served from a thread, recording when each path was asked for.
+
+    Routes map a path to (status, headers, body); paths not listed answer 404.
+    """
+
+    def __init__(self, routes: dict[str, tuple[int, dict[str, str], bytes]]) -> None:
+        self.routes = routes
+        self.requests: list[tuple[float, str]] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        return f"http://{self.host}{path}"
+
+    def start(self) -> LocalSite:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(timeout=10)
+        return self
+
+    async def _serve(self) -> None:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self._answer)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def _answer(self, request: web.Request) -> web.Response:
+        self.requests.append((time.monotonic(), request.path_qs))
+        status, headers, body = self.routes.get(request.path_qs, (404, {}, b"not found"))
+        return web.Response(status=status, headers=headers, body=body)
+
+    def paths(self) -> list[str]:
+        return [path for _, path in self.requests]
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)

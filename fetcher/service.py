@@ -1,0 +1,47 @@
+"""`python -m fetcher`: one fetcher instance (DESIGN section 3, steps 4 and 5).
+
+Consumes `fetch` (keyed by host, so this instance is the only rate owner of its partitions'
+hosts), produces `pages`, `outcomes` and REDIRECT edges on `links`. Settings are the kernel's plus
+`STREAMCRAWL_FETCHER__*` (e.g. `STREAMCRAWL_FETCHER__ALLOWED_NETWORKS='["127.0.0.0/8"]'` for a
+local site: private and loopback addresses are refused otherwise).
+"""
+
+from __future__ import annotations
+
+from fetcher.clock import SystemClock
+from fetcher.dispatcher import Dispatcher, FetchTopics
+from fetcher.handler import FetcherHandler
+from fetcher.settings import FetcherSettings
+from schemas import fetch, links, outcomes, pages
+from schemas.serde import decode
+from streamcrawl.loop import Input
+from streamcrawl.service import run_service, service_spec
+from streamcrawl.settings import Settings
+from streamcrawl.topics import topic_name
+
+
+class FetcherServiceSettings(Settings):
+    fetcher: FetcherSettings = FetcherSettings()
+
+
+def decode_request(raw: bytes | None) -> fetch.FetchRequest:
+    request: fetch.FetchRequest = decode(fetch.FetchRequest, raw)
+    return request
+
+
+def main() -> int:
+    settings = FetcherServiceSettings()
+    topics = FetchTopics(
+        pages=topic_name(settings, pages.TOPIC),
+        outcomes=topic_name(settings, outcomes.TOPIC),
+        links=topic_name(settings, links.TOPIC),
+    )
+    dispatcher = Dispatcher(settings.fetcher, topics, SystemClock())
+    dispatcher.start()
+    spec = service_spec(
+        settings, "fetcher", (Input(topic_name(settings, fetch.TOPIC), decode_request),)
+    )
+    try:
+        return run_service(spec, FetcherHandler(dispatcher), settings)
+    finally:
+        dispatcher.stop()
