@@ -1,0 +1,282 @@
+"""Admission: DiscoveredUrls into host queues, ParseReports counted (DESIGN.md section 3, step 2).
+
+For each URL of a DiscoveredUrls message: canonicalise, fingerprint, look up the crawl's visited
+set, then `frontier.scope.decide` in seed 000's order (duplicate, domain, include, exclude, depth,
+budget) plus trap guards, max_pages_per_host and the scope score. Rejections are counted as
+``rejected_<reason>``; two more reasons are this module's: ``invalid`` (not a crawlable http(s) URL)
+and ``misrouted`` (the URL's host is not the message's host, so this partition does not own it).
+URLs of a cancelled crawl are refused (``rejected_cancelled``). A duplicate is counted, and if it is
+still queued at a greater depth it moves to the lower depth.
+
+Queue order. An admitted URL's queue key is the crawl strategy's `frontier.priority.QueueKey`
+(``depth_first`` for finite-budget crawls) followed by a BFS ordinal: the rank of the page that
+linked to it (the partition sequence at that page's first lease), then the part and position of the
+URL in the message. Under the BFS-prefix rule the pages of one depth are leased in ordinal order, so
+ordering their links by (source rank, position) reproduces seed 000's FIFO exactly, whatever order
+the pages' links arrive in. Seeds have rank 0. A source not known on this partition (its host lives
+elsewhere) gets a fresh sequence number instead: its links sort after those of pages already leased
+here, as if appended to the FIFO when they arrived.
+
+A message whose crawl is not in the directory yet waits in `pending` (never dropped) and is admitted
+by the tick once the crawl appears. Every admitted message counts ``discovered_messages_admitted``;
+the ParseReport of a page counts ``reports_admitted`` and adds its ``discovered_messages`` to
+``discovered_messages_announced``, which together tell when a crawl is done (`frontier.progress`).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+from frontier import crawlstate
+from frontier.priority import PrioritySignals, encode_priority, queue_key
+from frontier.queues import QueuedUrl, enqueue
+from frontier.records import (
+    HOST_PAGES,
+    LEASES,
+    PENDING,
+    QUEUE,
+    REPORTS,
+    SCORES,
+    LeaseRecord,
+    ReportWait,
+    VisitedRecord,
+    dump,
+    host_pages_key,
+    pending_key,
+    read_u64,
+    u64,
+)
+from frontier.scope import ScopeRules, decide
+from frontier.session import PartitionSession
+from schemas.canonical import canonical_url, host_key, url_fingerprint
+from schemas.crawls import CrawlState
+from schemas.scores import PageScore
+from schemas.serde import encode
+from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
+
+_ORDINAL = struct.Struct(">QHI")
+_MAX_U16 = 2**16 - 1
+_MAX_U32 = 2**32 - 1
+
+
+def receive_discovered(session: PartitionSession, message: DiscoveredUrls) -> None:
+    """Admit a message now, or park it in `pending` until its crawl is in the directory."""
+    crawl = session.crawl_state(message.crawl_id)
+    if crawl is None:
+        sequence = session.next_sequence()
+        session.table(PENDING).put(pending_key(message.crawl_id, sequence), encode(message))
+        session.wait_pending(message.crawl_id)
+        return
+    admit_discovered(session, crawl, message)
+
+
+def admit_discovered(session: PartitionSession, crawl: CrawlState, message: DiscoveredUrls) -> None:
+    crawl_id = crawl.crawl_id
+    session.count(crawl_id, "discovered_messages_admitted")
+    rules = session.services.scope_rules(crawl)
+    rank = source_rank(session, crawl_id, message.source_url)
+    for index, item in enumerate(message.urls):
+        ordinal = _ORDINAL.pack(rank, min(message.part, _MAX_U16), min(index, _MAX_U32))
+        admit_url(session, crawl, rules, message, item, ordinal)
+    crawlstate.request_budget(session, crawl)
+
+
+def admit_url(
+    session: PartitionSession,
+    crawl: CrawlState,
+    rules: ScopeRules,
+    message: DiscoveredUrls,
+    item: DiscoveredUrl,
+    ordinal: bytes,
+) -> None:
+    crawl_id = crawl.crawl_id
+    session.count(crawl_id, "discovered")
+    canonical = canonical_url(item.url)
+    if canonical is None:
+        session.count(crawl_id, "rejected_invalid")
+        return
+    host = host_key(canonical)
+    if host != message.host:
+        session.count(crawl_id, "rejected_misrouted")
+        return
+    if crawl.status == "cancelled":
+        session.count(crawl_id, "rejected_cancelled")
+        return
+    fingerprint = url_fingerprint(canonical)
+    visited = session.visited(crawl_id, fingerprint)
+    if visited is not None:
+        session.count(crawl_id, "duplicate")
+        _maybe_lower_depth(session, crawl, visited, fingerprint, host, message.depth, ordinal)
+        return
+    account = session.account(crawl)
+    decision = decide(
+        rules,
+        canonical,
+        host,
+        message.depth,
+        visited=False,
+        budget_left=account is None or account.available > 0 or not account.exhausted,
+        host_page_count=_host_pages(session, rules, host, crawl_id),
+    )
+    if decision.reason is not None:
+        session.count(crawl_id, f"rejected_{decision.reason}")
+        return
+    signals = PrioritySignals(
+        sitemap_priority=item.priority, pagerank=_pagerank(session, crawl, fingerprint)
+    )
+    _enqueue_new(session, crawl, canonical, fingerprint, host, message, signals, ordinal)
+    if rules.max_pages_per_host != -1:
+        pages = _host_pages(session, rules, host, crawl_id) + 1
+        session.table(HOST_PAGES).put(host_pages_key(host, crawl_id), u64(pages))
+
+
+def _enqueue_new(
+    session: PartitionSession,
+    crawl: CrawlState,
+    canonical: str,
+    fingerprint: bytes,
+    host: str,
+    message: DiscoveredUrls,
+    signals: PrioritySignals,
+    ordinal: bytes,
+) -> None:
+    """Queue a URL seen for the first time and record it in the crawl's visited set."""
+    crawl_id = crawl.crawl_id
+    entry = QueuedUrl(crawl_id, canonical, message.depth, redirect_hops=message.redirect_hops)
+    key = enqueue(
+        session.table(QUEUE),
+        host,
+        priority_bytes(crawl, message.depth, signals, ordinal),
+        session.next_sequence(),
+        entry,
+    )
+    visited = VisitedRecord(message.depth, "queued", queue_key=key.hex())
+    session.put_visited(crawl_id, fingerprint, visited)
+    session.count(crawl_id, "admitted")
+    session.count(crawl_id, "queued")
+    session.unfinished(crawl_id, message.depth, 1)
+    if crawl.request.max_links != -1:
+        session.record(crawl_id).waiting_budget += 1
+    session.queued(host)
+
+
+def priority_bytes(
+    crawl: CrawlState, depth: int, signals: PrioritySignals, ordinal: bytes
+) -> bytes:
+    """The queue key's priority part: the strategy's key, then the BFS ordinal."""
+    request = crawl.request
+    key = queue_key(
+        request.priority,
+        signals,
+        min(depth, _MAX_U32),
+        0,
+        depth_first=request.max_links != -1,
+    )
+    return encode_priority(key) + ordinal
+
+
+def fresh_ordinal(session: PartitionSession) -> bytes:
+    """An ordinal after every page leased so far: for URLs requeued without a known place."""
+    return _ORDINAL.pack(session.next_sequence(), 0, 0)
+
+
+def source_rank(session: PartitionSession, crawl_id: str, source_url: str | None) -> int:
+    """The lease rank of the page that linked here; 0 for seeds; a fresh sequence if unknown."""
+    if source_url is None:
+        return 0
+    canonical = canonical_url(source_url)
+    if canonical is not None:
+        source = session.visited(crawl_id, url_fingerprint(canonical))
+        if source is not None and source.rank is not None:
+            return source.rank
+    return session.next_sequence()
+
+
+def _maybe_lower_depth(
+    session: PartitionSession,
+    crawl: CrawlState,
+    visited: VisitedRecord,
+    fingerprint: bytes,
+    host: str,
+    depth: int,
+    ordinal: bytes,
+) -> None:
+    """A URL still queued and found again closer to the seeds takes the lower depth."""
+    if visited.state != "queued" or depth >= visited.depth or visited.queue_key is None:
+        return
+    queue = session.table(QUEUE)
+    old_key = bytes.fromhex(visited.queue_key)
+    raw = queue.get(old_key)
+    if raw is None:
+        return
+    queue.delete(old_key)
+    old = QueuedUrl.decode(raw)
+    moved = QueuedUrl(
+        old.crawl_id,
+        old.url,
+        depth,
+        old.redirect_hops,
+        old.attempts,
+        old.etag,
+        old.last_modified,
+        old.content_hash,
+    )
+    signals = PrioritySignals(pagerank=_pagerank(session, crawl, fingerprint))
+    key = enqueue(
+        queue, host, priority_bytes(crawl, depth, signals, ordinal), session.next_sequence(), moved
+    )
+    session.unfinished(crawl.crawl_id, visited.depth, -1)
+    session.unfinished(crawl.crawl_id, depth, 1)
+    visited.depth = depth
+    visited.queue_key = key.hex()
+    session.put_visited(crawl.crawl_id, fingerprint, visited)
+    session.count(crawl.crawl_id, "lower_depth")
+    session.wake(host)
+
+
+def admit_report(session: PartitionSession, report: ParseReport) -> None:
+    """Count a page's ParseReport; the page stops holding its depth unfinished.
+
+    A report that arrives before its page's outcome (the lease is still open) leaves an ``early``
+    mark, so the outcome does not wait for it; a repeated report changes nothing but the counters.
+    """
+    crawl_id = report.crawl_id
+    session.count(crawl_id, "reports_admitted")
+    session.count(crawl_id, "discovered_messages_announced", report.discovered_messages)
+    reports = session.table(REPORTS)
+    lease_key = report.lease_id.encode()
+    raw = reports.get(lease_key)
+    if raw is not None:
+        wait = ReportWait.decode(raw)
+        if not wait.early:
+            reports.delete(lease_key)
+            session.unfinished(wait.crawl_id, wait.depth, -1)
+        return
+    open_lease = session.table(LEASES).get(lease_key)
+    if open_lease is not None:
+        lease = LeaseRecord.decode(open_lease)
+        reports.put(lease_key, ReportWait(lease.crawl_id, lease.depth, early=True).encode())
+
+
+def record_score(session: PartitionSession, score: PageScore) -> None:
+    """Keep a page's latest PageRank for the ``pagerank`` strategy (used when it is queued)."""
+    canonical = canonical_url(score.url)
+    if canonical is not None:
+        session.table(SCORES).put(url_fingerprint(canonical), dump({"pagerank": score.pagerank}))
+
+
+def _pagerank(session: PartitionSession, crawl: CrawlState, fingerprint: bytes) -> float | None:
+    if crawl.request.priority != "pagerank":
+        return None
+    raw = session.table(SCORES).get(fingerprint)
+    if raw is None:
+        return None
+    return float(json.loads(raw)["pagerank"])
+
+
+def _host_pages(session: PartitionSession, rules: ScopeRules, host: str, crawl_id: str) -> int:
+    if rules.max_pages_per_host == -1:
+        return 0
+    raw = session.table(HOST_PAGES).get(host_pages_key(host, crawl_id))
+    return 0 if raw is None else read_u64(raw)

@@ -1,0 +1,283 @@
+"""Outcomes: one terminal outcome per lease (DESIGN.md section 3, steps 5 and 7).
+
+An outcome is accepted only for an open lease: its `leases` record is deleted with its deadline,
+so a redelivered or late outcome (the lease expired and the URL was leased again) finds nothing and
+only counts ``outcomes_ignored``. Whatever the lease, an outcome with ``page_sent`` counts
+``reports_expected``, because its page's ParseReport will arrive and be counted too.
+
+An accepted outcome frees one of the host's in-flight slots, moves the host's lease window
+(`frontier.retry.window_after`: 429 and 503 shrink it to one) and wakes the host. Then, by
+`frontier.retry.classify`:
+
+- done / unchanged: the URL is done and keeps the validators (ETag, Last-Modified, content hash);
+  with ``recrawl_interval_hours`` it waits in `delayed` until due, then is fetched conditionally.
+  With ``use_sitemaps``, sitemap URLs the fetcher found (robots.txt) are admitted through `urls`
+  at the page's depth.
+- redirect: the target, resolved against the URL, is admitted through `urls` at the same depth with
+  one more redirect hop, keyed by the target's host (``redirects``); a target that is not a
+  crawlable http(s) URL is refused (``redirect_refused``); too many hops is dead.
+- retry: the URL waits in `delayed` for `RetryPolicy` backoff with jitter, Retry-After as a floor.
+- dead: a DeadLetter (stage ``frontier``, the outcome's coordinates, the reason) goes to
+  `deadletter`, keyed like the outcome.
+
+URLs of a cancelled crawl are neither retried nor followed. A page whose outcome says a page was
+sent stays unfinished at its depth until its ParseReport arrives (`reports` table), which the
+BFS-prefix rule needs. A redirect target is admitted at the same depth some time later; a partition
+that finished that depth meanwhile may already lease the next one (a small, documented deviation
+from strict BFS under a finite budget).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from frontier.admission import fresh_ordinal, priority_bytes
+from frontier.priority import PrioritySignals
+from frontier.queues import QueuedUrl, enqueue
+from frontier.records import (
+    DEADLINES,
+    DELAYED,
+    LEASES,
+    QUEUE,
+    REPORTS,
+    DelayedEntry,
+    LeaseRecord,
+    ReportWait,
+    VisitedRecord,
+    deadline_key,
+    delayed_key,
+)
+from frontier.retry import classify, normal_window, window_after
+from frontier.session import PartitionSession
+from schemas.canonical import canonical_url, host_key, url_fingerprint
+from schemas.crawls import CrawlState
+from schemas.deadletter import dead_letter
+from schemas.outcomes import FetchOutcome
+from schemas.serde import encode
+from schemas.urls import DiscoveredUrl, DiscoveredUrls
+from streamcrawl.handler import Record
+
+HOUR_MS = 3_600_000
+
+
+def take_lease(session: PartitionSession, lease_id: str) -> LeaseRecord | None:
+    """Close an open lease: its record and deadline go, the host gets its slot back."""
+    raw = session.table(LEASES).get(lease_id.encode())
+    if raw is None:
+        return None
+    lease = LeaseRecord.decode(raw)
+    session.table(LEASES).delete(lease_id.encode())
+    session.table(DEADLINES).delete(deadline_key(lease.deadline_ms, lease_id))
+    host = session.host(lease.host)
+    host.in_flight = max(0, host.in_flight - 1)
+    session.count(lease.crawl_id, "leased", -1)
+    session.wake(lease.host)
+    return lease
+
+
+def handle_outcome(session: PartitionSession, outcome: FetchOutcome, source: Record) -> None:
+    if outcome.page_sent:
+        session.count(outcome.crawl_id, "reports_expected")
+    lease = take_lease(session, outcome.lease_id)
+    if lease is None:
+        session.count(outcome.crawl_id, "outcomes_ignored")
+        return
+    crawl_id = lease.crawl_id
+    fingerprint = url_fingerprint(lease.url)
+    visited = session.visited(crawl_id, fingerprint) or VisitedRecord(lease.depth, "leased")
+    if outcome.page_sent:
+        _await_report(session, lease)
+    crawl = session.crawl_state(crawl_id)
+    if crawl is None:
+        _finish(session, lease, visited, fingerprint, "dead")
+        return
+    request = crawl.request
+    host = session.host(lease.host)
+    normal = normal_window(request.politeness_delay_ms, session.config.fetcher_host_concurrency)
+    host.window = window_after(
+        host.window, outcome, normal, session.config.window_recovery_successes
+    )
+    hops = max(outcome.redirect_hops, lease.redirect_hops)
+    verdict = classify(
+        outcome.model_copy(update={"redirect_hops": hops}),
+        lease.attempts,
+        request.max_retries,
+        max_redirects=request.max_redirects,
+    )
+    action = verdict.action
+    if crawl.status == "cancelled" and action in ("retry", "redirect"):
+        session.count(crawl_id, "dropped_cancelled")
+        _finish(session, lease, visited, fingerprint, "dead")
+        return
+    if action in ("done", "unchanged"):
+        _fetched(session, crawl, lease, outcome, visited, fingerprint)
+    elif action == "redirect":
+        _redirect(session, crawl, lease, outcome, hops)
+        _finish(session, lease, visited, fingerprint, "done")
+    elif action == "retry":
+        _retry(session, lease, outcome, visited, fingerprint)
+    else:
+        reason = verdict.dead_reason or "permanent"
+        _dead_letter(session, source, outcome, reason)
+        _finish(session, lease, visited, fingerprint, "dead")
+
+
+def _await_report(session: PartitionSession, lease: LeaseRecord) -> None:
+    """The page's ParseReport holds its depth unfinished, unless it already came (early)."""
+    reports = session.table(REPORTS)
+    key = lease.lease_id.encode()
+    raw = reports.get(key)
+    if raw is not None and ReportWait.decode(raw).early:
+        reports.delete(key)
+        return
+    reports.put(key, ReportWait(lease.crawl_id, lease.depth).encode())
+    session.unfinished(lease.crawl_id, lease.depth, 1)
+
+
+def _finish(
+    session: PartitionSession,
+    lease: LeaseRecord,
+    visited: VisitedRecord,
+    fingerprint: bytes,
+    state: Literal["done", "dead"],
+) -> None:
+    """The URL reached a final state: it no longer holds its depth unfinished."""
+    visited.state = state
+    session.put_visited(lease.crawl_id, fingerprint, visited)
+    session.unfinished(lease.crawl_id, lease.depth, -1)
+
+
+def _fetched(
+    session: PartitionSession,
+    crawl: CrawlState,
+    lease: LeaseRecord,
+    outcome: FetchOutcome,
+    visited: VisitedRecord,
+    fingerprint: bytes,
+) -> None:
+    session.count(lease.crawl_id, "fetched")
+    if outcome.kind == "unchanged":
+        session.count(lease.crawl_id, "unchanged")
+    visited.etag = outcome.etag or visited.etag
+    visited.last_modified = outcome.last_modified or visited.last_modified
+    visited.content_hash = outcome.content_hash or visited.content_hash
+    _finish(session, lease, visited, fingerprint, "done")
+    if crawl.request.use_sitemaps and outcome.sitemaps:
+        _emit_sitemaps(session, crawl, lease, outcome.sitemaps)
+    hours = crawl.request.recrawl_interval_hours
+    if hours is not None and crawl.status != "cancelled":
+        due = session.now_ms + round(hours * HOUR_MS)
+        entry = DelayedEntry(
+            "recrawl", lease.crawl_id, lease.url, lease.host, lease.depth, 0, lease.redirect_hops
+        )
+        session.table(DELAYED).put(delayed_key(due, session.next_sequence()), entry.encode())
+        visited.state = "waiting"
+        session.put_visited(lease.crawl_id, fingerprint, visited)
+        session.count(lease.crawl_id, "recrawl_scheduled")
+
+
+def _redirect(
+    session: PartitionSession,
+    crawl: CrawlState,
+    lease: LeaseRecord,
+    outcome: FetchOutcome,
+    hops: int,
+) -> None:
+    target = canonical_url(outcome.redirect_to or "", lease.url)
+    if target is None:
+        session.count(lease.crawl_id, "redirect_refused")
+        return
+    message = DiscoveredUrls(
+        crawl_id=crawl.crawl_id,
+        host=host_key(target),
+        depth=lease.depth,
+        source_url=lease.url,
+        redirect_hops=hops + 1,
+        discovered_at=session.now_ms,
+        urls=[DiscoveredUrl(url=target)],
+    )
+    session.produce(session.topics.urls, message.host, message)
+    session.count(lease.crawl_id, "redirects")
+    session.count(lease.crawl_id, "discovered_messages_announced")
+
+
+def _emit_sitemaps(
+    session: PartitionSession, crawl: CrawlState, lease: LeaseRecord, sitemaps: list[str]
+) -> None:
+    by_host: dict[str, list[DiscoveredUrl]] = {}
+    for sitemap in sitemaps:
+        canonical = canonical_url(sitemap)
+        if canonical is not None:
+            by_host.setdefault(host_key(canonical), []).append(DiscoveredUrl(url=canonical))
+    for host, items in by_host.items():
+        message = DiscoveredUrls(
+            crawl_id=crawl.crawl_id,
+            host=host,
+            depth=lease.depth,
+            source_url=lease.url,
+            discovered_at=session.now_ms,
+            urls=items,
+        )
+        session.produce(session.topics.urls, host, message)
+        session.count(lease.crawl_id, "discovered_messages_announced")
+
+
+def _retry(
+    session: PartitionSession,
+    lease: LeaseRecord,
+    outcome: FetchOutcome,
+    visited: VisitedRecord,
+    fingerprint: bytes,
+) -> None:
+    due = session.services.retry.due_ms(lease.attempts, retry_after_ms=outcome.retry_after_ms)
+    entry = DelayedEntry(
+        "retry",
+        lease.crawl_id,
+        lease.url,
+        lease.host,
+        lease.depth,
+        lease.attempts,
+        lease.redirect_hops,
+    )
+    session.table(DELAYED).put(delayed_key(due, session.next_sequence()), entry.encode())
+    visited.state = "waiting"
+    session.put_visited(lease.crawl_id, fingerprint, visited)
+    session.count(lease.crawl_id, "failed")
+    session.count(lease.crawl_id, "retried")
+    session.count(lease.crawl_id, "delayed")
+
+
+def _dead_letter(
+    session: PartitionSession, source: Record, outcome: FetchOutcome, reason: str
+) -> None:
+    detail = f"{reason}: status {outcome.status}" + (f", {outcome.error}" if outcome.error else "")
+    letter = dead_letter(
+        "frontier", source.topic, source.partition, source.offset, detail, encode(outcome)
+    )
+    session.produce(session.topics.deadletter, source.key or outcome.host, letter)
+    session.count(outcome.crawl_id, "failed")
+    session.count(outcome.crawl_id, "dead")
+
+
+def requeue(
+    session: PartitionSession,
+    crawl: CrawlState,
+    entry: QueuedUrl,
+    host: str,
+    visited: VisitedRecord,
+    fingerprint: bytes,
+) -> None:
+    """Put a known URL back in its host queue, at its old place when it has one."""
+    queue = session.table(QUEUE)
+    if visited.queue_key is not None:
+        key = bytes.fromhex(visited.queue_key)
+        queue.put(key, entry.encode())
+    else:
+        priority = priority_bytes(crawl, entry.depth, PrioritySignals(), fresh_ordinal(session))
+        key = enqueue(queue, host, priority, session.next_sequence(), entry)
+        visited.queue_key = key.hex()
+    visited.state = "queued"
+    visited.lease_id = None
+    session.put_visited(crawl.crawl_id, fingerprint, visited)
+    session.count(crawl.crawl_id, "queued")
+    session.queued(host)

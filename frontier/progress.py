@@ -1,0 +1,142 @@
+"""Progress snapshots and done detection (DESIGN.md section 3, step 8).
+
+Every partition publishes, per crawl it has state for, a PartitionProgress with cumulative counters
+and gauges, at most every ``progress_interval_ms`` and only when something changed or, for a crawl
+still running, when ``heartbeat_interval_ms`` passed. Snapshot numbers are ``max(previous + 1,
+now_ms)``: strictly increasing, and still increasing after a crash that lost the last stored number.
+
+Counters (cumulative unless marked gauge): ``discovered``, ``admitted``, ``duplicate``,
+``lower_depth``, ``rejected_<reason>``, ``queued`` (gauge), ``leased`` (gauge), ``delayed`` (gauge:
+retries waiting for their backoff), ``recrawl_scheduled`` (gauge), ``leases``, ``fetched``,
+``unchanged``, ``failed``, ``retried``, ``dead``, ``expired``, ``redirects``, ``dropped_cancelled``,
+``outcomes_ignored``, ``reports_expected``, ``reports_admitted``, ``discovered_messages_announced``,
+``discovered_messages_admitted``, ``seeds``; on the owner ``budget_granted`` (the ledger's total);
+and, for finite-budget crawls, ``budget_available`` and ``budget_consumed`` from the account.
+
+:func:`crawl_done` is pure. A crawl is done when the latest two snapshots of every partition that
+reported on it (the owner's included) are both *settled*: nothing leased, waiting for a retry or
+scheduled for a recrawl (so a crawl with a recrawl interval runs until cancelled), Σ
+reports_admitted >= Σ reports_expected, and either nothing queued anywhere with Σ
+discovered_messages_admitted >= Σ discovered_messages_announced, or the budget is spent (the owner
+granted all of max_links and no partition with queued URLs has budget left). Partitions that never
+reported hold nothing of the crawl; messages on their way to them are announced but not admitted.
+">=" rather than "==": a producer that crashes between deliveries sends some messages twice, which
+can only inflate the admitted side; waiting for equality would then never end.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+
+from frontier.records import CRAWL, CrawlRecord
+from frontier.session import PartitionSession
+from schemas.progress import PartitionProgress
+from schemas.progress import key as progress_key
+
+HISTORY = 2
+
+
+class ProgressBook:
+    """The latest two snapshots per crawl and partition; feed it every progress record read.
+
+    Thread-safe: in production a `TopicTable` over `progress` calls :meth:`record` from its reader
+    thread (``on_change``) while the loop thread reads :meth:`snapshots`.
+    """
+
+    def __init__(self) -> None:
+        self._history: dict[str, dict[int, list[PartitionProgress]]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, progress: PartitionProgress) -> None:
+        with self._lock:
+            by_partition = self._history.setdefault(progress.crawl_id, {})
+            history = by_partition.setdefault(progress.partition, [])
+            if history and progress.snapshot <= history[-1].snapshot:
+                return
+            history.append(progress)
+            del history[:-HISTORY]
+
+    def snapshots(self, crawl_id: str, /) -> Mapping[int, Sequence[PartitionProgress]]:
+        with self._lock:
+            return {p: list(h) for p, h in self._history.get(crawl_id, {}).items()}
+
+
+def crawl_done(
+    snapshots: Mapping[int, Sequence[PartitionProgress]],
+    *,
+    max_links: int = -1,
+    owner_partition: int | None = None,
+) -> bool:
+    """Whether a crawl is done, from the latest two snapshots of each reporting partition."""
+    if not snapshots or (owner_partition is not None and owner_partition not in snapshots):
+        return False
+    if any(len(history) < HISTORY for history in snapshots.values()):
+        return False
+    latest = [history[-1] for history in snapshots.values()]
+    previous = [history[-2] for history in snapshots.values()]
+    return settled(latest, max_links) and settled(previous, max_links)
+
+
+def settled(snapshots: Sequence[PartitionProgress], max_links: int = -1) -> bool:
+    """One set of snapshots (one per partition) shows a crawl with nothing left to do."""
+
+    def total(name: str) -> int:
+        return sum(snapshot.counters.get(name, 0) for snapshot in snapshots)
+
+    if total("leased") > 0 or total("delayed") > 0 or total("recrawl_scheduled") > 0:
+        return False
+    if total("reports_admitted") < total("reports_expected"):
+        return False
+    drained = total("queued") == 0 and total("discovered_messages_admitted") >= total(
+        "discovered_messages_announced"
+    )
+    return drained or budget_spent(snapshots, max_links)
+
+
+def budget_spent(snapshots: Sequence[PartitionProgress], max_links: int) -> bool:
+    """All of max_links is granted and no partition with queued URLs can lease another."""
+    if max_links == -1:
+        return False
+    granted = sum(snapshot.counters.get("budget_granted", 0) for snapshot in snapshots)
+    stuck = all(
+        s.counters.get("queued", 0) == 0 or s.counters.get("budget_available", 0) == 0
+        for s in snapshots
+    )
+    return granted >= max_links and stuck
+
+
+def snapshot_counters(record: CrawlRecord) -> dict[str, int]:
+    counters = dict(record.counters)
+    if record.account is not None:
+        counters["budget_available"] = record.account.available
+        counters["budget_consumed"] = record.account.consumed
+    return counters
+
+
+def publish_progress(session: PartitionSession) -> None:
+    """Tick: publish the crawls whose counters changed, or whose heartbeat is due."""
+    heartbeat = session.config.heartbeat_interval_ms
+    for key, _ in list(session.table(CRAWL).scan()):
+        crawl_id = key.decode()
+        record = session.record(crawl_id)
+        if not record.dirty:
+            if session.now_ms - record.published_at < heartbeat:
+                continue
+            crawl = session.crawl_state(crawl_id)
+            if crawl is None or crawl.status in ("done", "cancelled"):
+                continue
+        record.snapshot = max(record.snapshot + 1, session.now_ms)
+        record.published_at = session.now_ms
+        record.dirty = False
+        session.changed(crawl_id, progress=False)
+        progress = PartitionProgress(
+            crawl_id=crawl_id,
+            partition=session.partition,
+            snapshot=record.snapshot,
+            at=session.now_ms,
+            counters=snapshot_counters(record),
+        )
+        session.produce(
+            session.topics.progress, progress_key(crawl_id, session.partition), progress
+        )

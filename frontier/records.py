@@ -1,0 +1,289 @@
+"""The frontier's tables, their key layouts and the records stored in them (compact JSON).
+
+All tables live in the state partition's RocksDB (one column family each). Integers in keys are
+big-endian so byte order is numeric order; strings are UTF-8; NUL separates a string from what
+follows (crawl ids and host keys never contain NUL).
+
+==========  =================================  ===============================================
+table       key                                value
+==========  =================================  ===============================================
+visited     crawl_id NUL fingerprint(16)       :class:`VisitedRecord`
+queue       host NUL priority-bytes seq(8)     `frontier.queues.QueuedUrl`
+leases      lease_id                           :class:`LeaseRecord`
+deadlines   deadline_ms(8) lease_id            empty: the lease-expiry timer index
+delayed     due_ms(8) seq(8)                   :class:`DelayedEntry` (retry or recrawl)
+hosts       host                               :class:`HostState` (absent when idle)
+host_pages  host NUL crawl_id                  pages of the crawl admitted for the host (8)
+crawl       crawl_id                           :class:`CrawlRecord` of this partition
+owned       crawl_id                           CrawlState JSON, on the crawl's owner only
+ledger      crawl_id                           `frontier.budget.BudgetLedger`, owner only
+reports     lease_id                           :class:`ReportWait`
+pending     crawl_id NUL seq(8)                DiscoveredUrls JSON whose crawl is unknown yet
+scores      fingerprint(16)                    {"pagerank": latest PageRank of the URL}
+meta        ``sequence``                       the partition's arrival counter (8)
+==========  =================================  ===============================================
+
+The priority bytes of a queue key are `frontier.priority.encode_priority` followed by a 14-byte BFS
+ordinal (see `frontier.admission`), so a host queue releases in (priority, depth, BFS order).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, TypeVar
+
+from frontier.budget import BudgetAccount
+from frontier.retry import LeaseWindow
+
+VISITED = "visited"
+QUEUE = "queue"
+LEASES = "leases"
+DEADLINES = "deadlines"
+DELAYED = "delayed"
+HOSTS = "hosts"
+HOST_PAGES = "host_pages"
+CRAWL = "crawl"
+OWNED = "owned"
+LEDGER = "ledger"
+REPORTS = "reports"
+PENDING = "pending"
+SCORES = "scores"
+META = "meta"
+
+TABLES: tuple[str, ...] = (
+    VISITED,
+    QUEUE,
+    LEASES,
+    DEADLINES,
+    DELAYED,
+    HOSTS,
+    HOST_PAGES,
+    CRAWL,
+    OWNED,
+    LEDGER,
+    REPORTS,
+    PENDING,
+    SCORES,
+    META,
+)
+
+SEPARATOR = b"\x00"
+SEQUENCE_KEY = b"sequence"
+_U64 = struct.Struct(">Q")
+
+UrlState = Literal["queued", "leased", "done", "dead", "waiting"]
+DelayKind = Literal["retry", "recrawl"]
+
+R = TypeVar("R")
+
+
+def u64(value: int) -> bytes:
+    return _U64.pack(value)
+
+
+def read_u64(raw: bytes) -> int:
+    return int(_U64.unpack(raw[:8])[0])
+
+
+def visited_key(crawl_id: str, fingerprint: bytes) -> bytes:
+    return crawl_id.encode() + SEPARATOR + fingerprint
+
+
+def deadline_key(deadline_ms: int, lease_id: str) -> bytes:
+    return u64(deadline_ms) + lease_id.encode()
+
+
+def delayed_key(due_ms: int, sequence: int) -> bytes:
+    return u64(due_ms) + u64(sequence)
+
+
+def host_pages_key(host: str, crawl_id: str) -> bytes:
+    return host.encode() + SEPARATOR + crawl_id.encode()
+
+
+def pending_prefix(crawl_id: str) -> bytes:
+    return crawl_id.encode() + SEPARATOR
+
+
+def pending_key(crawl_id: str, sequence: int) -> bytes:
+    return pending_prefix(crawl_id) + u64(sequence)
+
+
+def pending_crawl_of(key: bytes) -> str:
+    return key.split(SEPARATOR, 1)[0].decode()
+
+
+def dump(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def _load(cls: type[R], raw: bytes) -> R:
+    return cls(**json.loads(raw))
+
+
+@dataclass
+class VisitedRecord:
+    """One URL of one crawl as this partition knows it.
+
+    ``queue_key`` (hex) is the URL's place in its host queue, kept after a lease so that a retry or
+    an expired lease goes back to the same place; ``state`` says whether it is there now. ``rank``
+    is the partition sequence at the URL's first lease: its pages' links sort by it (BFS order).
+    ``charged`` says the URL already cost one unit of the crawl's budget.
+    """
+
+    depth: int
+    state: UrlState
+    queue_key: str | None = None
+    lease_id: str | None = None
+    attempts: int = 0
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    rank: int | None = None
+    charged: bool = False
+
+    def encode(self) -> bytes:
+        return dump(asdict(self))
+
+    @classmethod
+    def decode(cls, raw: bytes) -> VisitedRecord:
+        return _load(cls, raw)
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """An open lease: which URL, until when, and its attempt number (1 for the first fetch)."""
+
+    lease_id: str
+    crawl_id: str
+    url: str
+    host: str
+    depth: int
+    deadline_ms: int
+    attempts: int
+    redirect_hops: int = 0
+
+    def encode(self) -> bytes:
+        return dump(asdict(self))
+
+    @classmethod
+    def decode(cls, raw: bytes) -> LeaseRecord:
+        return _load(cls, raw)
+
+
+@dataclass(frozen=True)
+class DelayedEntry:
+    """A URL waiting for a retry's backoff or its recrawl to come due."""
+
+    kind: DelayKind
+    crawl_id: str
+    url: str
+    host: str
+    depth: int
+    attempts: int = 0
+    redirect_hops: int = 0
+
+    def encode(self) -> bytes:
+        return dump(asdict(self))
+
+    @classmethod
+    def decode(cls, raw: bytes) -> DelayedEntry:
+        return _load(cls, raw)
+
+
+@dataclass
+class HostState:
+    """A host's leases in flight and its lease window (see `frontier.retry.LeaseWindow`)."""
+
+    in_flight: int = 0
+    reduced: int | None = None
+    successes: int = 0
+
+    @property
+    def window(self) -> LeaseWindow:
+        return LeaseWindow(self.reduced, self.successes)
+
+    @window.setter
+    def window(self, window: LeaseWindow) -> None:
+        self.reduced = window.reduced
+        self.successes = window.successes
+
+    @property
+    def idle(self) -> bool:
+        return self.in_flight == 0 and self.reduced is None
+
+    def encode(self) -> bytes:
+        return dump(asdict(self))
+
+    @classmethod
+    def decode(cls, raw: bytes) -> HostState:
+        return _load(cls, raw)
+
+
+@dataclass(frozen=True)
+class ReportWait:
+    """A fetched page whose ParseReport has not arrived: unfinished at its depth until it does.
+
+    ``early`` marks the opposite order: the report came while the lease was still open (reports and
+    outcomes travel on different topics), so the outcome must not wait for it.
+    """
+
+    crawl_id: str
+    depth: int
+    early: bool = False
+
+    def encode(self) -> bytes:
+        return dump(asdict(self))
+
+    @classmethod
+    def decode(cls, raw: bytes) -> ReportWait:
+        return _load(cls, raw)
+
+
+@dataclass
+class CrawlRecord:
+    """This partition's state for one crawl.
+
+    ``counters`` are cumulative counts and gauges (`frontier.progress` names them). ``unfinished``
+    counts, per depth, URLs queued, leased or waiting for a retry plus pages awaiting their
+    ParseReport: the BFS-prefix rule leases only the lowest such depth. ``waiting_budget`` counts
+    queued URLs not yet charged to the budget. ``account`` exists for finite-budget crawls.
+    ``snapshot``, ``published_at`` and ``dirty`` drive progress publication.
+    """
+
+    crawl_id: str
+    counters: dict[str, int] = field(default_factory=dict)
+    unfinished: dict[str, int] = field(default_factory=dict)
+    waiting_budget: int = 0
+    account: BudgetAccount | None = None
+    snapshot: int = 0
+    published_at: int = 0
+    dirty: bool = True
+
+    def lowest_unfinished(self) -> int | None:
+        depths = [int(depth) for depth, count in self.unfinished.items() if count > 0]
+        return min(depths) if depths else None
+
+    def add_unfinished(self, depth: int, delta: int) -> bool:
+        """Change the count at ``depth``; True when that depth just became empty."""
+        left = self.unfinished.get(str(depth), 0) + delta
+        if left > 0:
+            self.unfinished[str(depth)] = left
+            return False
+        self.unfinished.pop(str(depth), None)
+        return delta < 0
+
+    def encode(self) -> bytes:
+        data = asdict(self)
+        data["account"] = None if self.account is None else asdict(self.account)
+        return dump(data)
+
+    @classmethod
+    def decode(cls, raw: bytes) -> CrawlRecord:
+        data = json.loads(raw)
+        account = data.pop("account")
+        record = cls(**data)
+        record.account = None if account is None else BudgetAccount(**account)
+        return record

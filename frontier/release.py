@@ -1,0 +1,184 @@
+"""Release: lease a host's next URLs to `fetch` (DESIGN.md section 3, step 3; section 4).
+
+A host is released when it is ready in the partition's HostHeap: woken by an admission, an outcome,
+a retry or recrawl coming due, an expired lease, or a crawl-wide change (budget granted, a depth
+finished, a crawl paused or resumed). The tick releases every ready host once per cycle, so the
+admissions and outcomes of one cycle cost one release per host, in the same cycle.
+
+One release walks the host queue in key order and leases while the host's in-flight count is below
+its lease window (`frontier.retry.LeaseWindow`, normal size from the head URL's crawl's politeness
+delay and the fetcher's per-host concurrency). An entry is skipped, with every later entry of its
+crawl, when the crawl is paused, when (finite budget) its depth is above the crawl's lowest
+unfinished depth on this partition (the BFS-prefix rule, `frontier.budget.may_lease_depth`), or when
+it is not yet charged and the crawl's account has no budget left (a request goes to the owner).
+Entries of cancelled crawls are dropped. A release looks at most ``release_scan_limit`` entries: a
+host whose first entries all belong to blocked crawls is parked until the next wake-up, so a huge
+paused crawl on a host shared with others slows them down (a known limit of one queue per host).
+
+A lease: a uuid lease id from the injected factory, deadline now + lease timeout, the URL's state
+``leased``, a `leases` record and a `deadlines` index entry, the host's in-flight count up, and a
+FetchRequest keyed by host carrying the crawl's fetch options (politeness delay, robots, content
+types, nofollow, redirect hops) and, for a recrawl, the validators.
+The URL's rank (its pages' links sort by it) is set at its first lease.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from frontier import crawlstate
+from frontier.budget import may_lease_depth
+from frontier.queues import QueuedUrl, host_of, host_prefix
+from frontier.records import DEADLINES, LEASES, QUEUE, LeaseRecord, VisitedRecord, deadline_key
+from frontier.retry import normal_window
+from frontier.session import PartitionSession
+from schemas.canonical import url_fingerprint
+from schemas.crawls import CrawlState
+from schemas.fetch import FetchRequest
+
+
+def release_ready_hosts(session: PartitionSession) -> None:
+    """Tick: release every host whose ready time passed."""
+    heap = session.memory.heap
+    ready: list[str] = []
+    while (host := heap.pop_ready(session.now_ms)) is not None:
+        ready.append(host)
+    for host in ready:
+        release_host(session, host)
+
+
+def release_host(session: PartitionSession, host: str) -> None:
+    """Lease what the host's window and its crawls' states allow; see the module docstring."""
+    state = session.host(host)
+    limit = session.config.release_scan_limit
+    entries = list(islice(session.table(QUEUE).scan(host_prefix(host)), limit))
+    if not entries:
+        session.queue_emptied(host)
+        return
+    blocked: set[str] = set()
+    progressed = False
+    for key, raw in entries:
+        entry = QueuedUrl.decode(raw)
+        if entry.crawl_id in blocked:
+            continue
+        crawl = session.crawl_state(entry.crawl_id)
+        if crawl is None or crawl.status == "paused":
+            blocked.add(entry.crawl_id)
+            continue
+        if crawl.status == "cancelled":
+            drop(session, key, entry)
+            progressed = True
+            continue
+        normal = normal_window(
+            crawl.request.politeness_delay_ms, session.config.fetcher_host_concurrency
+        )
+        if state.in_flight >= state.window.limit(normal):
+            return
+        fingerprint = url_fingerprint(entry.url)
+        visited = session.visited(entry.crawl_id, fingerprint)
+        if visited is None:
+            session.table(QUEUE).delete(key)
+            session.dequeued(host)
+            continue
+        if not _may_lease(session, crawl, entry, visited):
+            blocked.add(entry.crawl_id)
+            continue
+        lease(session, crawl, key, entry, fingerprint, visited)
+        progressed = True
+    if progressed and len(entries) == limit:
+        session.wake(host)
+
+
+def _may_lease(
+    session: PartitionSession, crawl: CrawlState, entry: QueuedUrl, visited: VisitedRecord
+) -> bool:
+    """The BFS-prefix rule and the budget, for finite-budget crawls; charges the budget."""
+    account = session.account(crawl)
+    if account is None:
+        return True
+    record = session.record(crawl.crawl_id)
+    if not may_lease_depth(entry.depth, record.lowest_unfinished()):
+        return False
+    if visited.charged:
+        return True
+    if not account.try_consume(1):
+        crawlstate.request_budget(session, crawl)
+        return False
+    visited.charged = True
+    record.waiting_budget -= 1
+    session.changed(crawl.crawl_id)
+    crawlstate.request_budget(session, crawl)
+    return True
+
+
+def lease(
+    session: PartitionSession,
+    crawl: CrawlState,
+    key: bytes,
+    entry: QueuedUrl,
+    fingerprint: bytes,
+    visited: VisitedRecord,
+) -> None:
+    host = host_of(key)
+    request = crawl.request
+    lease_id = session.services.new_lease_id()
+    deadline = session.now_ms + session.config.lease_timeout_ms
+    attempts = entry.attempts + 1
+    session.table(QUEUE).delete(key)
+    session.dequeued(host)
+    record = LeaseRecord(
+        lease_id=lease_id,
+        crawl_id=crawl.crawl_id,
+        url=entry.url,
+        host=host,
+        depth=entry.depth,
+        deadline_ms=deadline,
+        attempts=attempts,
+        redirect_hops=entry.redirect_hops,
+    )
+    session.table(LEASES).put(lease_id.encode(), record.encode())
+    session.table(DEADLINES).put(deadline_key(deadline, lease_id), b"")
+    visited.state = "leased"
+    visited.lease_id = lease_id
+    visited.attempts = attempts
+    if visited.rank is None:
+        visited.rank = session.next_sequence()
+    session.put_visited(crawl.crawl_id, fingerprint, visited)
+    session.host(host).in_flight += 1
+    session.count(crawl.crawl_id, "queued", -1)
+    session.count(crawl.crawl_id, "leased")
+    session.count(crawl.crawl_id, "leases")
+    fetch_request = FetchRequest(
+        crawl_id=crawl.crawl_id,
+        url=entry.url,
+        host=host,
+        depth=entry.depth,
+        lease_id=lease_id,
+        deadline=deadline,
+        politeness_delay_ms=request.politeness_delay_ms,
+        respect_robots=request.respect_robots,
+        content_types=list(request.content_types),
+        redirect_hops=entry.redirect_hops,
+        follow_nofollow=request.follow_nofollow,
+        etag=entry.etag,
+        last_modified=entry.last_modified,
+        content_hash=entry.content_hash,
+    )
+    session.produce(session.topics.fetch, host, fetch_request)
+
+
+def drop(session: PartitionSession, key: bytes, entry: QueuedUrl) -> None:
+    """Remove a queued URL of a cancelled crawl for good."""
+    session.table(QUEUE).delete(key)
+    session.dequeued(host_of(key))
+    fingerprint = url_fingerprint(entry.url)
+    visited = session.visited(entry.crawl_id, fingerprint)
+    if visited is not None:
+        record = session.record(entry.crawl_id)
+        if record.account is not None and not visited.charged:
+            record.waiting_budget -= 1
+        visited.state = "dead"
+        session.put_visited(entry.crawl_id, fingerprint, visited)
+    session.count(entry.crawl_id, "queued", -1)
+    session.count(entry.crawl_id, "dropped_cancelled")
+    session.unfinished(entry.crawl_id, entry.depth, -1)

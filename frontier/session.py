@@ -1,0 +1,255 @@
+"""One handler call's view of a frontier partition, and the partition's small in-memory view.
+
+A :class:`PartitionSession` is made for each record handled and each tick. It reads and writes the
+partition's tables through the kernel's `Context` (so every change lands in the call's transaction),
+caches the crawl and host records it touched and writes them back once in :meth:`finish`, and queues
+its changes to memory (host counts and ready times) until then: a handler call that raises leaves
+neither its state writes nor its memory changes behind.
+
+:class:`PartitionMemory` is all a partition keeps in memory (DESIGN.md section 3, step 3): the
+`HostHeap` (per host: queued count and ready time, plus the heap), the ids of crawls with
+DiscoveredUrls waiting in `pending`, and timer bookkeeping. It grows with hosts and crawls, never
+with URLs, and is rebuilt from the tables when the partition is opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from frontier.budget import BudgetAccount
+from frontier.clock import Clock
+from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
+from frontier.queues import HostHeap, count_by_host
+from frontier.records import (
+    CRAWL,
+    HOSTS,
+    META,
+    SEQUENCE_KEY,
+    VISITED,
+    CrawlRecord,
+    HostState,
+    VisitedRecord,
+    pending_crawl_of,
+    read_u64,
+    u64,
+    visited_key,
+)
+from frontier.retry import RetryPolicy
+from frontier.scope import ScopeRules
+from schemas.crawls import CrawlState
+from schemas.serde import encode
+from streamcrawl.handler import Context
+from streamcrawl.state import Table
+
+
+@dataclass
+class FrontierServices:
+    """The plain objects every session uses; built once per handler."""
+
+    config: FrontierConfig
+    topics: FrontierTopics
+    directory: CrawlDirectory
+    progress: ProgressView
+    clock: Clock
+    retry: RetryPolicy
+    new_lease_id: Callable[[], str]
+    _scope: dict[str, ScopeRules] = field(default_factory=dict)
+
+    def scope_rules(self, crawl: CrawlState) -> ScopeRules:
+        """The crawl's compiled scope; a crawl's request never changes, so cache by id."""
+        rules = self._scope.get(crawl.crawl_id)
+        if rules is None:
+            rules = ScopeRules.from_request(crawl.request, self.config.trap_limits)
+            self._scope[crawl.crawl_id] = rules
+        return rules
+
+
+@dataclass
+class PartitionMemory:
+    """What one open partition keeps in memory; see the module docstring."""
+
+    heap: HostHeap = field(default_factory=HostHeap)
+    pending_crawls: set[str] = field(default_factory=set)
+    wake_all: bool = False
+    directory_version: int = 0
+    last_progress_ms: int = 0
+    last_recheck_ms: int = 0
+
+    @classmethod
+    def rebuild(cls, queue: Table, pending: Table, now_ms: int) -> PartitionMemory:
+        """Every host with queued URLs ready now; crawls with waiting messages remembered."""
+        memory = cls(last_recheck_ms=now_ms)
+        for host, count in count_by_host(queue).items():
+            memory.heap.add_queued(host, count, now_ms)
+        for key, _ in pending.scan():
+            memory.pending_crawls.add(pending_crawl_of(key))
+        return memory
+
+    def wake(self, host: str, now_ms: int) -> None:
+        """Make a host with queued URLs ready now, unless it already is."""
+        ready_at = self.heap.ready_at.get(host)
+        if ready_at is None or ready_at > now_ms:
+            self.heap.schedule(host, now_ms)
+
+    def wake_every_host(self, now_ms: int) -> None:
+        for host in list(self.heap.queued):
+            self.wake(host, now_ms)
+
+
+class PartitionSession:
+    """One handler call on one partition; see the module docstring."""
+
+    def __init__(self, services: FrontierServices, memory: PartitionMemory, ctx: Context) -> None:
+        if ctx.partition is None:
+            raise ValueError("the frontier keeps state partitions: a context needs its partition")
+        self.services = services
+        self.memory = memory
+        self.ctx = ctx
+        self.partition: int = ctx.partition
+        self.now_ms = services.clock.now_ms()
+        self._tables: dict[str, Table] = {}
+        self._crawls: dict[str, CrawlRecord] = {}
+        self._changed_crawls: set[str] = set()
+        self._hosts: dict[str, HostState] = {}
+        self._hosts_as_loaded: dict[str, bytes | None] = {}
+        self._sequence: int | None = None
+        self._memory_changes: list[Callable[[PartitionMemory], None]] = []
+
+    @property
+    def config(self) -> FrontierConfig:
+        return self.services.config
+
+    @property
+    def topics(self) -> FrontierTopics:
+        return self.services.topics
+
+    def table(self, name: str) -> Table:
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = self.ctx.table(name)
+        return table
+
+    # ----- crawls -----------------------------------------------------------------------------
+
+    def crawl_state(self, crawl_id: str) -> CrawlState | None:
+        return self.services.directory.get(crawl_id)
+
+    def record(self, crawl_id: str) -> CrawlRecord:
+        """This partition's record of a crawl, created empty on first use."""
+        record = self._crawls.get(crawl_id)
+        if record is None:
+            raw = self.table(CRAWL).get(crawl_id.encode())
+            record = CrawlRecord(crawl_id) if raw is None else CrawlRecord.decode(raw)
+            self._crawls[crawl_id] = record
+        return record
+
+    def changed(self, crawl_id: str, *, progress: bool = True) -> None:
+        """Write the crawl record back; ``progress`` marks its counters for publication."""
+        self._changed_crawls.add(crawl_id)
+        if progress:
+            self.record(crawl_id).dirty = True
+
+    def account(self, crawl: CrawlState) -> BudgetAccount | None:
+        """The partition's budget account of a finite-budget crawl (created on first use)."""
+        if crawl.request.max_links == -1:
+            return None
+        record = self.record(crawl.crawl_id)
+        if record.account is None:
+            record.account = BudgetAccount(crawl.crawl_id, self.partition)
+            self.changed(crawl.crawl_id)
+        return record.account
+
+    def count(self, crawl_id: str, name: str, delta: int = 1) -> None:
+        counters = self.record(crawl_id).counters
+        counters[name] = counters.get(name, 0) + delta
+        self.changed(crawl_id)
+
+    def unfinished(self, crawl_id: str, depth: int, delta: int) -> None:
+        """Change the crawl's unfinished count at ``depth``; an emptied depth may unblock hosts."""
+        if self.record(crawl_id).add_unfinished(depth, delta):
+            self.wake_all()
+        self.changed(crawl_id)
+
+    # ----- hosts and URLs ---------------------------------------------------------------------
+
+    def host(self, host: str) -> HostState:
+        state = self._hosts.get(host)
+        if state is None:
+            raw = self.table(HOSTS).get(host.encode())
+            state = HostState() if raw is None else HostState.decode(raw)
+            self._hosts[host] = state
+            self._hosts_as_loaded[host] = raw
+        return state
+
+    def visited(self, crawl_id: str, fingerprint: bytes) -> VisitedRecord | None:
+        raw = self.table(VISITED).get(visited_key(crawl_id, fingerprint))
+        return None if raw is None else VisitedRecord.decode(raw)
+
+    def put_visited(self, crawl_id: str, fingerprint: bytes, record: VisitedRecord) -> None:
+        self.table(VISITED).put(visited_key(crawl_id, fingerprint), record.encode())
+
+    def next_sequence(self) -> int:
+        """The partition's arrival counter: queue order, delayed keys and lease ranks share it."""
+        if self._sequence is None:
+            raw = self.table(META).get(SEQUENCE_KEY)
+            self._sequence = 0 if raw is None else read_u64(raw)
+        self._sequence += 1
+        return self._sequence
+
+    # ----- output -----------------------------------------------------------------------------
+
+    def produce(
+        self, topic: str, key: str, message: BaseModel, *, partition: int | None = None
+    ) -> None:
+        self.ctx.produce(topic, key, encode(message), partition=partition)
+
+    # ----- memory, applied in finish() --------------------------------------------------------
+
+    def queued(self, host: str, count: int = 1) -> None:
+        """``count`` URLs joined the host's queue; the host becomes ready now if it was idle."""
+        now = self.now_ms
+        self._memory_changes.append(lambda memory: memory.heap.add_queued(host, count, now))
+        self.wake(host)
+
+    def dequeued(self, host: str, count: int = 1) -> None:
+        self._memory_changes.append(lambda memory: memory.heap.remove_queued(host, count))
+
+    def queue_emptied(self, host: str) -> None:
+        """The host's queue turned out empty: forget whatever count memory held."""
+        self._memory_changes.append(
+            lambda memory: memory.heap.remove_queued(host, memory.heap.queued.get(host, 0))
+        )
+
+    def wake(self, host: str) -> None:
+        now = self.now_ms
+        self._memory_changes.append(lambda memory: memory.wake(host, now))
+
+    def wake_all(self) -> None:
+        """Something crawl-wide changed (budget, depth, status): retry every parked host."""
+        self._memory_changes.append(lambda memory: setattr(memory, "wake_all", True))
+
+    def wait_pending(self, crawl_id: str) -> None:
+        self._memory_changes.append(lambda memory: memory.pending_crawls.add(crawl_id))
+
+    def finish(self) -> None:
+        """Write changed records back, then apply the memory changes; may be called again."""
+        for crawl_id in sorted(self._changed_crawls):
+            self.table(CRAWL).put(crawl_id.encode(), self._crawls[crawl_id].encode())
+        self._changed_crawls.clear()
+        for host, state in self._hosts.items():
+            loaded = self._hosts_as_loaded[host]
+            current = None if state.idle else state.encode()
+            if current != loaded:
+                if current is None:
+                    self.table(HOSTS).delete(host.encode())
+                else:
+                    self.table(HOSTS).put(host.encode(), current)
+                self._hosts_as_loaded[host] = current
+        if self._sequence is not None:
+            self.table(META).put(SEQUENCE_KEY, u64(self._sequence))
+        for change in self._memory_changes:
+            change(self.memory)
+        self._memory_changes.clear()

@@ -1,0 +1,345 @@
+"""An in-process frontier deployment for unit tests: N partitions, real RocksDB, no Kafka.
+
+Each partition has its own `PartitionStore` and `FrontierHandler`, driven like the kernel's loop
+drives it: one record per cycle, a child transaction merged into the cycle's, then the tick on the
+cycle's transaction, then one WriteBatch. Produced messages are routed like Kafka would route them
+(`partition_for_key`, or the explicit partition) into one FIFO per topic partition; a seeded RNG
+picks which non-empty FIFO delivers next, so deliveries interleave across topics and partitions
+deterministically while each partition keeps its order.
+
+`crawls` feeds a dict-backed directory, `progress` a `ProgressBook`, `deadletter` a list. `fetch`
+goes to a fake fetcher and parser that answer from a site graph: a FetchOutcome (done, page sent),
+the page's links grouped by host as DiscoveredUrls at depth + 1, then a ParseReport, or a scripted
+outcome for a URL (retry, redirect, 429, ...).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from frontier.clock import FakeClock
+from frontier.config import FrontierConfig, FrontierTopics
+from frontier.handler import FrontierHandler, random_lease_ids
+from frontier.progress import ProgressBook
+from frontier.records import CRAWL, TABLES, CrawlRecord
+from schemas.canonical import canonical_url, host_key
+from schemas.crawls import CrawlState
+from schemas.deadletter import DeadLetter
+from schemas.fetch import FetchRequest
+from schemas.outcomes import FetchOutcome
+from schemas.partitioning import partition_for_key
+from schemas.progress import PartitionProgress
+from schemas.seeds import CrawlCommand, CrawlRequest
+from schemas.serde import encode
+from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
+from streamcrawl.handler import Context, Output, Record
+from streamcrawl.settings import StateSettings
+from streamcrawl.state import PartitionStore, StoreOptions, Transaction
+
+Site = dict[str, list[str]]
+"""Page URL -> the hrefs on it (relative or absolute)."""
+Script = Callable[[FetchRequest, int], dict[str, Any] | None]
+"""(request, attempt of this URL) -> FetchOutcome fields overriding a plain `done`, or None."""
+
+
+class FakeDirectory:
+    """The `crawls` table: a dict the simulation updates from the handlers' own outputs."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, CrawlState] = {}
+        self.history: list[CrawlState] = []
+
+    def get(self, key: str, /) -> CrawlState | None:
+        return self.states.get(key)
+
+
+@dataclass
+class Simulation:
+    root: Path
+    partitions: int = 1
+    site: Site = field(default_factory=dict)
+    config: FrontierConfig = field(default_factory=FrontierConfig)
+    seed: int = 0
+    script: Script | None = None
+    step_ms: int = 10
+    auto_fetch: bool = True
+    """Answer fetch requests with the fake fetcher; False leaves them in `held_fetches`."""
+
+    def __post_init__(self) -> None:
+        self.clock = FakeClock()
+        self.rng = random.Random(self.seed)
+        self.topics = FrontierTopics.from_prefix("t.")
+        self.directory = FakeDirectory()
+        self.book = ProgressBook()
+        self.options = StoreOptions(StateSettings(block_cache_bytes=8 * 1024 * 1024))
+        self.stores = [self._open_store(p) for p in range(self.partitions)]
+        self.handlers = [self._new_handler(p) for p in range(self.partitions)]
+        self.queues: dict[tuple[str, int], deque[Output]] = {}
+        self.offsets: dict[tuple[str, int], int] = {}
+        self.fetches: list[FetchRequest] = []
+        self.held_fetches: list[FetchRequest] = []
+        self.outcomes: list[FetchOutcome] = []
+        self.dead_letters: list[DeadLetter] = []
+        self.handler_dead_letters: list[str] = []
+        self.attempts: dict[str, int] = {}
+        self.done_while_busy: list[str] = []
+        self._decoders = {i.topic: i.decode for i in self.handlers[0].inputs()}
+        for partition in range(self.partitions):
+            self._open_partition(partition)
+
+    # ----- setup ------------------------------------------------------------------------------
+
+    def _open_store(self, partition: int) -> PartitionStore:
+        return PartitionStore(self.root / f"p{partition}", TABLES, self.options)
+
+    def _new_handler(self, partition: int) -> FrontierHandler:
+        return FrontierHandler(
+            self.config,
+            self.topics,
+            self.directory,
+            self.book,
+            self.clock,
+            random.Random(self.seed * 100 + partition),
+            random_lease_ids(random.Random(self.seed * 100 + 50 + partition)),
+        )
+
+    def _open_partition(self, partition: int) -> None:
+        ctx = Context(partition=partition, transaction=Transaction(self.stores[partition]))
+        self.handlers[partition].on_partition_opened(ctx)
+
+    def restart(self, partition: int) -> None:
+        """Close the partition's store and handler, reopen from disk with a fresh handler."""
+        self.handlers[partition].on_partition_closed(partition)
+        self.stores[partition].close()
+        self.stores[partition] = self._open_store(partition)
+        self.handlers[partition] = self._new_handler(partition)
+        self._open_partition(partition)
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
+
+    # ----- producing --------------------------------------------------------------------------
+
+    def partition_of(self, key: str) -> int:
+        return partition_for_key(key.encode(), self.partitions)
+
+    def inject(
+        self, topic: str, key: str, message: BaseModel, partition: int | None = None
+    ) -> None:
+        self._route(Output(topic, key, encode(message), partition))
+
+    def start(self, request: CrawlRequest) -> None:
+        self.inject(self.topics.seeds, request.crawl_id, request)
+
+    def command(self, crawl_id: str, action: str) -> None:
+        self.inject(self.topics.seeds, crawl_id, CrawlCommand(crawl_id=crawl_id, action=action))  # type: ignore[arg-type]
+
+    def _route(self, output: Output) -> None:
+        key = output.key.decode() if isinstance(output.key, bytes) else output.key
+        if key is None:
+            raise AssertionError(f"a message to {output.topic} without key")
+        partition = output.partition if output.partition is not None else self.partition_of(key)
+        if output.topic == self.topics.fetch:
+            self.fetches.append(FetchRequest.model_validate_json(output.value or b""))
+        self.queues.setdefault((output.topic, partition), deque()).append(output)
+
+    # ----- delivering -------------------------------------------------------------------------
+
+    def pending(self, topics: Iterable[str] | None = None) -> list[tuple[str, int]]:
+        wanted = None if topics is None else set(topics)
+        return sorted(
+            key
+            for key, queue in self.queues.items()
+            if queue and (wanted is None or key[0] in wanted)
+        )
+
+    def step(self, topics: Iterable[str] | None = None) -> bool:
+        """Deliver one message from a randomly chosen non-empty FIFO; False when none is left."""
+        candidates = self.pending(topics)
+        if not candidates:
+            return False
+        topic, partition = self.rng.choice(candidates)
+        output = self.queues[(topic, partition)].popleft()
+        self.clock.advance_ms(self.step_ms)
+        self._deliver(topic, partition, output)
+        self.tick_all()
+        return True
+
+    def run(self, topics: Iterable[str] | None = None, max_steps: int = 100_000) -> int:
+        wanted = None if topics is None else list(topics)
+        steps = 0
+        while steps < max_steps and self.step(wanted):
+            steps += 1
+        if steps >= max_steps:
+            raise AssertionError("simulation did not drain")
+        return steps
+
+    def settle(self, until: Callable[[], bool] | None = None, rounds: int = 40) -> None:
+        """Drain, then let time pass (1 s per round) so timers, heartbeats and done run."""
+        for _ in range(rounds):
+            self.run()
+            if until is not None and until():
+                return
+            self.clock.advance_ms(1_000)
+            self.tick_all()
+        self.run()
+
+    def tick_all(self) -> None:
+        for partition in range(self.partitions):
+            transaction = Transaction(self.stores[partition])
+            ctx = Context(partition=partition, transaction=transaction)
+            self.handlers[partition].on_tick(ctx)
+            self._complete(partition, transaction, ctx.outputs)
+
+    def _complete(self, partition: int, transaction: Transaction, outputs: list[Output]) -> None:
+        for output in outputs:
+            self._route(output)
+        self.stores[partition].write(transaction.writes, "changelog", None)
+
+    def _deliver(self, topic: str, partition: int, output: Output) -> None:
+        value = output.value or b""
+        if topic == self.topics.fetch:
+            request = FetchRequest.model_validate_json(value)
+            if self.auto_fetch:
+                self.fetch(request)
+            else:
+                self.held_fetches.append(request)
+        elif topic == self.topics.crawls:
+            self._crawl_state(CrawlState.model_validate_json(value))
+        elif topic == self.topics.progress:
+            self.book.record(PartitionProgress.model_validate_json(value))
+        elif topic == self.topics.deadletter:
+            self.dead_letters.append(DeadLetter.model_validate_json(value))
+        else:
+            self._handle(topic, partition, output)
+
+    def _handle(self, topic: str, partition: int, output: Output) -> None:
+        offset = self.offsets.get((topic, partition), 0)
+        self.offsets[(topic, partition)] = offset + 1
+        key = output.key.decode() if isinstance(output.key, bytes) else output.key
+        record = Record(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            key=key,
+            value=self._decoders[topic](output.value),
+            headers=[],
+            timestamp_ms=self.clock.now_ms(),
+        )
+        cycle = Transaction(self.stores[partition])
+        child = Transaction(cycle)
+        ctx = Context(
+            partition=partition, transaction=child, source=f"{topic}:{partition}:{offset}"
+        )
+        self.handlers[partition].handle(record, ctx)
+        if ctx.dead_letter_reason is not None:
+            self.handler_dead_letters.append(ctx.dead_letter_reason)
+            return
+        child.merge_into_parent()
+        self._complete(partition, cycle, ctx.outputs)
+
+    def _crawl_state(self, state: CrawlState) -> None:
+        if state.status == "done" and self.busy(state.crawl_id):
+            self.done_while_busy.append(state.crawl_id)
+        self.directory.states[state.crawl_id] = state
+        self.directory.history.append(state)
+        for handler in self.handlers:
+            handler.crawl_changed(state.crawl_id)
+
+    # ----- the fake fetcher and parser --------------------------------------------------------
+
+    def fetch(self, request: FetchRequest) -> None:
+        """Answer a FetchRequest: outcome, then the page's DiscoveredUrls and ParseReport."""
+        attempt = self.attempts.get(request.url, 0) + 1
+        self.attempts[request.url] = attempt
+        fields: dict[str, Any] = {"kind": "done", "status": 200, "page_sent": True}
+        if self.script is not None:
+            fields.update(self.script(request, attempt) or {})
+        outcome = FetchOutcome(
+            crawl_id=request.crawl_id,
+            url=request.url,
+            host=request.host,
+            lease_id=request.lease_id,
+            depth=request.depth,
+            redirect_hops=request.redirect_hops,
+            fetched_at=self.clock.now_ms(),
+            **fields,
+        )
+        self.outcomes.append(outcome)
+        self.inject(self.topics.outcomes, request.host, outcome)
+        if outcome.page_sent:
+            self._parse(request)
+
+    def _parse(self, request: FetchRequest) -> None:
+        by_host: dict[str, list[DiscoveredUrl]] = {}
+        for href in self.site.get(request.url, []):
+            target = canonical_url(href, request.url)
+            if target is not None and target != request.url:
+                by_host.setdefault(host_key(target), []).append(DiscoveredUrl(url=target))
+        for host, items in by_host.items():
+            message = DiscoveredUrls(
+                crawl_id=request.crawl_id,
+                host=host,
+                depth=request.depth + 1,
+                source_url=request.url,
+                discovered_at=self.clock.now_ms(),
+                urls=items,
+            )
+            self.inject(self.topics.urls, host, message)
+        report = ParseReport(
+            crawl_id=request.crawl_id,
+            page_url=request.url,
+            lease_id=request.lease_id,
+            discovered_messages=len(by_host),
+        )
+        self.inject(self.topics.urls, request.host, report)
+
+    # ----- inspection -------------------------------------------------------------------------
+
+    def busy(self, crawl_id: str) -> bool:
+        """Work of the crawl still travelling or held anywhere (progress and crawls aside).
+
+        Once the owner granted the whole budget, queued URLs and travelling DiscoveredUrls no
+        longer count: nothing can lease them.
+        """
+        state = self.directory.get(crawl_id)
+        max_links = -1 if state is None else state.request.max_links
+        spent = max_links != -1 and self.total(crawl_id, "budget_granted") >= max_links
+        topics = {self.topics.outcomes, self.topics.fetch, self.topics.budget}
+        names = ["leased", "delayed"]
+        if not spent:
+            topics |= {self.topics.seeds, self.topics.urls}
+            names.append("queued")
+        if any(self.pending(topics)):
+            return True
+        return any(
+            self.counters(crawl_id, p).get(name, 0) > 0
+            for p in range(self.partitions)
+            for name in names
+        )
+
+    def record(self, crawl_id: str, partition: int) -> CrawlRecord | None:
+        raw = self.stores[partition].get(CRAWL, crawl_id.encode())
+        return None if raw is None else CrawlRecord.decode(raw)
+
+    def counters(self, crawl_id: str, partition: int) -> dict[str, int]:
+        record = self.record(crawl_id, partition)
+        return {} if record is None else dict(record.counters)
+
+    def total(self, crawl_id: str, name: str) -> int:
+        return sum(self.counters(crawl_id, p).get(name, 0) for p in range(self.partitions))
+
+    def fetched_urls(self, crawl_id: str) -> list[str]:
+        return [f.url for f in self.fetches if f.crawl_id == crawl_id]
+
+    def status(self, crawl_id: str) -> str | None:
+        state = self.directory.get(crawl_id)
+        return None if state is None else state.status

@@ -1,0 +1,142 @@
+"""Admission through the handler: dedup, lower-depth moves, scope reasons, pending crawls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from frontier.queues import QueuedUrl
+from frontier.records import PENDING, QUEUE
+from schemas.seeds import CrawlRequest
+from schemas.urls import DiscoveredUrl, DiscoveredUrls
+from tests.unit.frontier.simulation import Simulation
+
+A = "https://a.example"
+
+
+def discovered(
+    crawl_id: str, host: str, depth: int, urls: list[str], source: str | None = None
+) -> DiscoveredUrls:
+    return DiscoveredUrls(
+        crawl_id=crawl_id,
+        host=host,
+        depth=depth,
+        source_url=source,
+        discovered_at=1,
+        urls=[DiscoveredUrl(url=url) for url in urls],
+    )
+
+
+def send(sim: Simulation, crawl_id: str, host: str, depth: int, urls: list[str]) -> None:
+    sim.inject(sim.topics.urls, host, discovered(crawl_id, host, depth, urls))
+
+
+def started(sim: Simulation, request: CrawlRequest, *, paused: bool = False) -> None:
+    """Start a crawl and deliver everything; optionally pause it before its seeds are leased."""
+    sim.start(request)
+    sim.run([sim.topics.seeds, sim.topics.crawls])
+    if paused:
+        sim.command(request.crawl_id, "pause")
+        sim.run([sim.topics.seeds, sim.topics.crawls])
+    sim.run()
+
+
+def queued(sim: Simulation, partition: int = 0) -> dict[str, int]:
+    """URL -> depth of every queued entry of a partition."""
+    return {
+        entry.url: entry.depth
+        for entry in (QueuedUrl.decode(raw) for _, raw in sim.stores[partition].scan(QUEUE))
+    }
+
+
+def test_duplicates_are_counted_not_queued_and_take_a_lower_depth(tmp_path: Path) -> None:
+    sim = Simulation(tmp_path, site={})
+    started(sim, CrawlRequest(crawl_id="dups", seeds=[f"{A}/"], max_depth=3), paused=True)
+    send(sim, "dups", "a.example", 2, [f"{A}/x", f"{A}/y"])
+    send(sim, "dups", "a.example", 3, [f"{A}/x", f"{A}/"])
+    send(sim, "dups", "a.example", 1, [f"{A}/y"])
+    sim.run()
+    assert queued(sim) == {f"{A}/": 0, f"{A}/x": 2, f"{A}/y": 1}
+    assert sim.total("dups", "admitted") == 3
+    assert sim.total("dups", "duplicate") == 3
+    assert sim.total("dups", "lower_depth") == 1
+    assert sim.total("dups", "queued") == 3
+    assert sim.fetches == []
+    sim.command("dups", "resume")
+    sim.settle(until=lambda: sim.status("dups") == "done")
+    depths = {request.url: request.depth for request in sim.fetches}
+    assert depths == {f"{A}/": 0, f"{A}/x": 2, f"{A}/y": 1}
+    assert sim.status("dups") == "done"
+    sim.close()
+
+
+def test_scope_rejections_are_counted_by_reason(tmp_path: Path) -> None:
+    sim = Simulation(tmp_path, site={})
+    request = CrawlRequest(
+        crawl_id="scope",
+        seeds=[f"{A}/docs/"],
+        max_depth=2,
+        include_pattern="/docs/",
+        exclude_pattern="/docs/private",
+    )
+    started(sim, request, paused=True)
+    urls = [
+        f"{A}/docs/ok",
+        f"{A}/other",
+        f"{A}/docs/private/x",
+        f"{A}/docs/a/b/a/b/a/b",
+        "mailto:someone@a.example",
+        "https://b.example/docs/",
+        f"{A}/docs/ok",
+    ]
+    send(sim, "scope", "a.example", 1, urls)
+    send(sim, "scope", "a.example", 3, [f"{A}/docs/deep"])
+    send(sim, "scope", "b.example", 1, ["https://b.example/docs/"])
+    sim.run()
+    expected = {
+        "rejected_include": 1,
+        "rejected_exclude": 1,
+        "rejected_trap_repeated_segments": 1,
+        "rejected_invalid": 1,
+        "rejected_misrouted": 1,
+        "rejected_depth": 1,
+        "rejected_domain": 1,
+        "duplicate": 1,
+        "admitted": 2,
+        "discovered": 1 + len(urls) + 2,
+    }
+    assert {name: sim.total("scope", name) for name in expected} == expected
+    assert set(queued(sim)) == {f"{A}/docs/", f"{A}/docs/ok"}
+    sim.close()
+
+
+def test_max_pages_per_host_rejects_beyond_the_cap(tmp_path: Path) -> None:
+    sim = Simulation(tmp_path, site={})
+    request = CrawlRequest(crawl_id="cap", seeds=[f"{A}/"], max_pages_per_host=2)
+    started(sim, request, paused=True)
+    send(sim, "cap", "a.example", 1, [f"{A}/1", f"{A}/2"])
+    sim.run()
+    assert sim.total("cap", "admitted") == 2
+    assert sim.total("cap", "rejected_host_budget") == 1
+    sim.close()
+
+
+def test_urls_of_an_unknown_crawl_wait_until_it_appears(tmp_path: Path) -> None:
+    site = {f"{A}/": [f"{A}/next"]}
+    sim = Simulation(tmp_path, partitions=3, site=site)
+    sim.start(CrawlRequest(crawl_id="late", seeds=[f"{A}/"]))
+    sim.run([sim.topics.seeds])
+    sim.run([sim.topics.urls])  # the seeds arrive before the crawl is in the directory
+    host_partition = sim.partition_of("a.example")
+    assert sim.directory.get("late") is None
+    assert sim.stores[host_partition].count(PENDING) == 1
+    assert sim.fetches == []
+    sim.clock.advance_ms(10_000)
+    sim.tick_all()
+    assert sim.fetches == []  # still unknown: still waiting
+    sim.run([sim.topics.crawls])
+    assert [request.url for request in sim.fetches] == [f"{A}/"]
+    assert sim.stores[host_partition].count(PENDING) == 0
+    sim.settle(until=lambda: sim.status("late") == "done")
+    assert sorted(sim.fetched_urls("late")) == [f"{A}/", f"{A}/next"]
+    assert sim.status("late") == "done"
+    sim.close()

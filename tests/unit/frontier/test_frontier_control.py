@@ -1,0 +1,145 @@
+"""Crawl control, done detection, persistence across reopen, and memory that tracks hosts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from schemas.seeds import CrawlRequest
+from schemas.urls import DiscoveredUrl, DiscoveredUrls
+from tests.unit.frontier.simulation import Simulation, Site
+from tests.unit.frontier.test_frontier_bfs import SITE, TRACE_5, seed_request
+
+A = "https://a.example"
+
+
+def test_pause_stops_releases_resume_restarts_cancel_drops(tmp_path: Path) -> None:
+    site = {f"{A}/": [f"/{n}" for n in range(5)]}
+    sim = Simulation(tmp_path, site=site, auto_fetch=False)
+    sim.start(CrawlRequest(crawl_id="c", seeds=[f"{A}/"]))
+    sim.run()
+    [seed] = sim.held_fetches
+    sim.command("c", "pause")
+    sim.run()
+    assert sim.status("c") == "paused"
+    sim.fetch(seed)
+    sim.run()
+    sim.clock.advance_ms(60_000)
+    sim.tick_all()
+    assert len(sim.fetches) == 1
+    assert sim.total("c", "queued") == 5
+    sim.command("c", "resume")
+    sim.run()
+    assert len(sim.fetches) == 3  # a lease window of two
+    sim.command("c", "cancel")
+    sim.run()
+    for request in sim.held_fetches[1:]:
+        sim.fetch(request)
+    sim.run()
+    sim.clock.advance_ms(60_000)
+    sim.tick_all()
+    sim.run()
+    assert len(sim.fetches) == 3
+    assert sim.status("c") == "cancelled"
+    assert sim.total("c", "dropped_cancelled") == 3
+    assert sim.total("c", "queued") == 0
+    assert sim.total("c", "leased") == 0
+    sim.command("c", "resume")  # cancelled is final
+    sim.run()
+    assert sim.status("c") == "cancelled"
+    sim.close()
+
+
+def test_a_command_for_an_unknown_crawl_is_dead_lettered(tmp_path: Path) -> None:
+    sim = Simulation(tmp_path)
+    sim.command("nobody", "pause")
+    sim.run()
+    assert sim.handler_dead_letters == ["pause for unknown crawl 'nobody'"]
+    sim.close()
+
+
+def web_of_hosts() -> Site:
+    hosts = [f"https://{name}.example" for name in "abcdefgh"]
+    site: Site = {}
+    for index, host in enumerate(hosts):
+        neighbours = [hosts[(index + step) % len(hosts)] for step in (1, 3)]
+        site[f"{host}/"] = [f"{host}/a", f"{host}/b", *(f"{n}/" for n in neighbours)]
+        site[f"{host}/a"] = [f"{host}/a/1", f"{neighbours[0]}/b"]
+        site[f"{host}/b"] = [f"{host}/", f"{neighbours[1]}/a/1"]
+    return site
+
+
+def reachable(site: Site, seed: str, max_depth: int) -> set[str]:
+    """Every URL within ``max_depth`` links of ``seed`` (the fake fetcher's pages)."""
+    seen = {seed}
+    frontier = [seed]
+    for _ in range(max_depth):
+        frontier = [link for page in frontier for link in site.get(page, []) if link not in seen]
+        seen.update(frontier)
+    return seen
+
+
+def test_done_only_once_everything_drained_across_partitions(tmp_path: Path) -> None:
+    site = web_of_hosts()
+    sim = Simulation(tmp_path, partitions=6, site=site, seed=7)
+    request = CrawlRequest(
+        crawl_id="web", seeds=["https://a.example/"], max_depth=3, same_domain="any"
+    )
+    sim.start(request)
+    steps = 0
+    while sim.step():
+        steps += 1
+        assert sim.status("web") != "done"
+    sim.settle(until=lambda: sim.status("web") == "done")
+    assert sim.status("web") == "done"
+    assert not sim.done_while_busy
+    assert [state.status for state in sim.directory.history] == ["active", "done"]
+    fetched = sim.fetched_urls("web")
+    assert sorted(fetched) == sorted(reachable(site, "https://a.example/", 3))
+    assert steps > 100
+    sim.close()
+
+
+def test_state_survives_closing_and_reopening_partitions_mid_crawl(tmp_path: Path) -> None:
+    sim = Simulation(tmp_path, partitions=6, site=SITE, seed=3)
+    sim.start(seed_request(5))
+    while len(sim.fetches) < 2:
+        sim.step()
+    assert 1 < len(sim.fetches) < 5
+    for partition in range(6):
+        sim.restart(partition)
+    sim.settle(until=lambda: sim.status("docs") == "done")
+    assert sorted(sim.fetched_urls("docs")) == sorted(TRACE_5)
+    depths = [request.depth for request in sim.fetches]
+    assert depths == sorted(depths)
+    assert sim.status("docs") == "done"
+    sim.close()
+
+
+def test_memory_holds_hosts_not_urls(tmp_path: Path) -> None:
+    sim = Simulation(tmp_path, site={}, auto_fetch=False)
+    hosts = [f"h{n}.example" for n in range(10)]
+    sim.start(
+        CrawlRequest(crawl_id="big", seeds=[f"https://{h}/" for h in hosts], same_domain="any")
+    )
+    sim.run()
+    for host in hosts:
+        message = DiscoveredUrls(
+            crawl_id="big",
+            host=host,
+            depth=1,
+            source_url=f"https://{host}/",
+            discovered_at=1,
+            urls=[DiscoveredUrl(url=f"https://{host}/page/{n}") for n in range(2_000)],
+        )
+        sim.inject(sim.topics.urls, host, message)
+    sim.run()
+    assert sim.total("big", "admitted") == 20_010
+    heap = sim.handlers[0].memory[0].heap
+    assert len(heap.queued) == 10
+    assert sum(heap.queued.values()) == sim.total("big", "queued") == 20_010 - 20
+    assert len(heap) <= 10
+    assert len(heap._heap) <= 30
+    sim.restart(0)
+    rebuilt = sim.handlers[0].memory[0].heap
+    assert rebuilt.queued == heap.queued
+    sim.close()

@@ -1,0 +1,200 @@
+"""Outcomes through the handler: retries, dead letters, 429 windows, expiry, redirects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from frontier.config import FrontierConfig
+from schemas.fetch import FetchRequest
+from schemas.outcomes import FetchOutcome
+from schemas.seeds import CrawlRequest
+from tests.unit.frontier.simulation import Simulation
+
+A = "https://a.example"
+
+
+def outcome_for(request: FetchRequest, **fields: Any) -> FetchOutcome:
+    values: dict[str, Any] = {"kind": "done", "status": 200, "page_sent": False}
+    values.update(fields)
+    return FetchOutcome(
+        crawl_id=request.crawl_id,
+        url=request.url,
+        host=request.host,
+        lease_id=request.lease_id,
+        depth=request.depth,
+        redirect_hops=request.redirect_hops,
+        fetched_at=1,
+        **values,
+    )
+
+
+def answer(sim: Simulation, request: FetchRequest, **fields: Any) -> None:
+    sim.inject(sim.topics.outcomes, request.host, outcome_for(request, **fields))
+    sim.run()
+
+
+def test_retry_waits_for_its_backoff_then_succeeds(tmp_path: Path) -> None:
+    def flaky(request: FetchRequest, attempt: int) -> dict[str, Any] | None:
+        if attempt <= 2:  # Retry-After 30 s, longer than the backoff
+            return {
+                "kind": "retryable",
+                "status": 500,
+                "page_sent": False,
+                "retry_after_ms": 30_000,
+            }
+        return None
+
+    sim = Simulation(tmp_path, site={}, script=flaky)
+    sim.start(CrawlRequest(crawl_id="r", seeds=[f"{A}/flaky"]))
+    sim.run()
+    assert len(sim.fetches) == 1
+    assert sim.total("r", "delayed") == 1
+    sim.clock.advance_ms(29_000)
+    sim.tick_all()
+    assert len(sim.fetches) == 1  # not before Retry-After
+    sim.clock.advance_ms(2_000)
+    sim.tick_all()
+    sim.run()
+    assert len(sim.fetches) == 2
+    sim.clock.advance_ms(31_000)
+    sim.tick_all()
+    sim.run()
+    assert len(sim.fetches) == 3
+    assert sim.total("r", "retried") == 2
+    assert sim.total("r", "fetched") == 1
+    assert sim.total("r", "delayed") == 0
+    assert sim.dead_letters == []
+    sim.close()
+
+
+def test_dead_after_max_retries_with_a_dead_letter(tmp_path: Path) -> None:
+    def broken(request: FetchRequest, attempt: int) -> dict[str, Any]:
+        return {"kind": "retryable", "status": 500, "page_sent": False, "error": "boom"}
+
+    sim = Simulation(tmp_path, site={}, script=broken)
+    sim.start(CrawlRequest(crawl_id="d", seeds=[f"{A}/broken"], max_retries=2))
+    sim.settle(until=lambda: sim.status("d") == "done")
+    assert len(sim.fetches) == 3
+    assert sim.total("d", "retried") == 2
+    assert sim.total("d", "dead") == 1
+    assert sim.total("d", "failed") == 3
+    [letter] = sim.dead_letters
+    assert letter.stage == "frontier"
+    assert letter.topic == sim.topics.outcomes
+    assert letter.error.startswith("retries_exhausted")
+    assert FetchOutcome.model_validate_json(letter.payload).url == f"{A}/broken"
+    assert sim.status("d") == "done"
+    sim.close()
+
+
+def test_429_shrinks_the_window_to_one_lease(tmp_path: Path) -> None:
+    config = FrontierConfig(fetcher_host_concurrency=4)
+    sim = Simulation(tmp_path, site={}, config=config, auto_fetch=False)
+    seeds = [f"{A}/{n}" for n in range(10)]
+    sim.start(CrawlRequest(crawl_id="w", seeds=seeds, politeness_delay_ms=0))
+    sim.run()
+    first = list(sim.held_fetches)
+    assert len(first) == 4  # max(2, per-host concurrency) without a politeness delay
+    answer(sim, first[0], kind="retryable", status=429, retry_after_ms=60_000)
+    answer(sim, first[1])
+    answer(sim, first[2])
+    assert len(sim.fetches) == 4  # three in flight, window of one: nothing new
+    answer(sim, first[3])
+    assert len(sim.fetches) == 5
+    for _ in range(3):
+        answer(sim, sim.held_fetches[-1])
+        assert sim.total("w", "leased") == 1
+    assert len(sim.fetches) == 8
+    sim.close()
+
+
+def test_an_expired_lease_is_queued_again_and_its_late_outcome_ignored(tmp_path: Path) -> None:
+    sim = Simulation(tmp_path, site={}, auto_fetch=False)
+    sim.start(CrawlRequest(crawl_id="e", seeds=[f"{A}/slow"]))
+    sim.run()
+    [first] = sim.held_fetches
+    sim.clock.advance_ms(first.deadline - sim.clock.now_ms() - 1)
+    sim.tick_all()
+    assert len(sim.fetches) == 1
+    sim.clock.advance_ms(2)
+    sim.tick_all()
+    sim.run()
+    assert len(sim.fetches) == 2
+    second = sim.held_fetches[-1]
+    assert second.url == first.url
+    assert second.lease_id != first.lease_id
+    assert sim.total("e", "expired") == 1
+    answer(sim, first)
+    assert sim.total("e", "outcomes_ignored") == 1
+    assert sim.total("e", "leased") == 1
+    answer(sim, second)
+    assert sim.total("e", "fetched") == 1
+    assert sim.total("e", "leased") == 0
+    sim.close()
+
+
+def test_one_terminal_outcome_per_lease(tmp_path: Path) -> None:
+    sim = Simulation(tmp_path, site={}, auto_fetch=False)
+    sim.start(CrawlRequest(crawl_id="o", seeds=[f"{A}/1", f"{A}/2", f"{A}/3"]))
+    sim.run()
+    request = sim.held_fetches[0]
+    answer(sim, request)
+    before = dict(sim.counters("o", 0))
+    fetches = len(sim.fetches)
+    answer(sim, request)
+    after = dict(sim.counters("o", 0))
+    assert after.pop("outcomes_ignored") == 1
+    assert after == before
+    assert len(sim.fetches) == fetches
+    sim.close()
+
+
+def test_redirects_keep_the_depth_and_count_hops(tmp_path: Path) -> None:
+    redirects = {
+        f"{A}/old": "/new",
+        f"{A}/r1": "/r2",
+        f"{A}/r2": "/r3",
+        f"{A}/ftp": "ftp://files.example/x",
+        f"{A}/away": "https://b.example/landing",
+    }
+
+    def redirecting(request: FetchRequest, attempt: int) -> dict[str, Any] | None:
+        target = redirects.get(request.url)
+        if target is None:
+            return None
+        return {"kind": "redirect", "status": 301, "redirect_to": target, "page_sent": False}
+
+    site = {f"{A}/": ["/old", "/r1", "/ftp", "/away"]}
+    sim = Simulation(tmp_path, partitions=2, site=site, script=redirecting)
+    request = CrawlRequest(crawl_id="rd", seeds=[f"{A}/"], max_redirects=1, same_domain="any")
+    sim.start(request)
+    sim.settle(until=lambda: sim.status("rd") == "done")
+    by_url = {fetch.url: fetch for fetch in sim.fetches}
+    assert (by_url[f"{A}/new"].depth, by_url[f"{A}/new"].redirect_hops) == (1, 1)
+    assert (by_url[f"{A}/r2"].depth, by_url[f"{A}/r2"].redirect_hops) == (1, 1)
+    assert "https://b.example/landing" in by_url
+    assert f"{A}/r3" not in by_url  # a second hop is more than max_redirects
+    assert sim.total("rd", "redirects") == 3
+    assert sim.total("rd", "redirect_refused") == 1
+    [letter] = sim.dead_letters
+    assert letter.error.startswith("too_many_redirects")
+    assert sim.status("rd") == "done"
+    sim.close()
+
+
+def test_a_report_before_its_outcome_does_not_hold_the_depth(tmp_path: Path) -> None:
+    sim = Simulation(tmp_path, site={f"{A}/": ["/1"]}, auto_fetch=False)
+    sim.start(CrawlRequest(crawl_id="early", seeds=[f"{A}/"], max_links=10))
+    sim.run()
+    [seed] = sim.held_fetches
+    sim.fetch(seed)
+    sim.run([sim.topics.urls])  # links and report first: depth 1 waits for the lease of depth 0
+    assert len(sim.fetches) == 1
+    sim.run()
+    assert [request.url for request in sim.fetches] == [f"{A}/", f"{A}/1"]
+    record = sim.record("early", 0)
+    assert record is not None
+    assert record.unfinished == {"1": 1}
+    assert sim.stores[0].count("reports") == 0
+    sim.close()
