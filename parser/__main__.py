@@ -1,0 +1,7 @@
+"""`python -m parser` runs one parser instance."""
+
+import sys
+
+from parser.service import main
+
+sys.exit(main())

@@ -1,0 +1,301 @@
+"""The parser's pure logic: one fetched page in, its messages for `links` and `urls` out (no Kafka).
+
+DESIGN.md section 3, step 6. For every page that names a valid URL, :meth:`PageParser.parse`
+returns, in the order to produce them:
+
+1. the page's ``PageLinks`` on `links`, keyed by the canonical URL the body came from
+   (``final_url``, else ``url``), in parts under the topic's 4 MiB limit; exactly one empty
+   message when the page has no links or is not parsed at all;
+2. ``DiscoveredUrls`` on `urls`, one per target host (parts if large), first-seen host order,
+   depth + 1, ``source_url`` the page;
+3. the ``ParseReport`` on `urls`, keyed by the leased page's host, counting the messages of step 2.
+
+What is parsed: HTML (``text/html``, ``application/xhtml+xml``, or no Content-Type and no sitemap
+look) when the status is 2xx (any status with ``parse_error_pages``); sitemaps (XML or gzip content
+types, or a ``.xml``/``.xml.gz`` path with no telling content type), whose ``<loc>`` URLs become
+DiscoveredUrls with their priority and no edges. Anything else passes through with an empty
+PageLinks and a report of zero. A body the fetcher cut at its limit is parsed as far as it goes.
+
+What is discovered: every edge's target except the page itself, and except, unless the crawl has
+``follow_nofollow``, links with rel nofollow, ugc or sponsored (all three ask crawlers not to
+endorse, hence not to follow). A page-level robots ``nofollow`` (meta or X-Robots-Tag) suppresses
+all discovery, whatever ``follow_nofollow`` says; the edges still go to the link graph.
+
+Output is a function of the input only: ``discovered_at`` defaults to the page's ``fetched_at``, so
+a redelivered page yields identical messages, and the link graph's upserts stay idempotent.
+
+The handler never raises on page content. An undecodable body (binary bytes where text is expected)
+is a ``undecodable`` result, and an unexpected error inside extraction a ``failed`` one that keeps
+the exception for the service to log; both still carry the empty PageLinks and the report, so the
+frontier can finish the crawl. Only a page whose URL has no http(s) host gets no messages
+(``invalid_page``): nothing can be keyed by it, so the service dead-letters it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel
+
+from parser.decoding import decode_body, is_wide_encoding, looks_binary
+from parser.extract import (
+    PageExtract,
+    canonical_host_key,
+    extract_page,
+    header_value,
+    is_nofollow,
+)
+from parser.settings import ParserSettings
+from parser.sitemaps import Sitemap, is_gzip, parse_sitemap
+from schemas import links as links_topic
+from schemas import urls as urls_topic
+from schemas.canonical import canonical_url, host_key
+from schemas.links import LinkEdge, PageLinks
+from schemas.pages import FetchedPage
+from schemas.serde import PART_HEADROOM_BYTES, encode, split_into_parts
+from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+ParseStatus = Literal["html", "sitemap", "skipped", "undecodable", "failed", "invalid_page"]
+BodyKind = Literal["html", "sitemap", "other"]
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_SITEMAP_TYPES = frozenset(
+    {"application/xml", "text/xml", "application/gzip", "application/x-gzip"}
+)
+_UNTELLING_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
+_SITEMAP_SUFFIXES = (".xml", ".xml.gz")
+_SITEMAP_ROOTS = (b"<urlset", b"<sitemapindex", b":urlset", b":sitemapindex")
+_SNIFF_BYTES = 2048
+
+_UrlItem = dict[str, str | float | None]
+"""A DiscoveredUrl as a dict: validated with its message in one call, which is much cheaper."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """One message to produce: topic suffix (`links` or `urls`), key, and the model to encode."""
+
+    topic: str
+    key: str
+    value: PageLinks | DiscoveredUrls | ParseReport
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What the service produces for one page, plus what it learnt, for logs and metrics."""
+
+    status: ParseStatus
+    messages: list[Outbound]
+    error: str | None = None
+    failure: Exception | None = None
+    """The unexpected exception behind a ``failed`` result, traceback included."""
+    encoding: str | None = None
+    extract: PageExtract | None = None
+    sitemap: Sitemap | None = None
+    discovered_messages: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        count = sum(isinstance(message.value, DiscoveredUrls) for message in self.messages)
+        object.__setattr__(self, "discovered_messages", count)
+
+
+class PageParser:
+    """Parses fetched pages into link and URL messages; stateless, so one instance serves all."""
+
+    def __init__(self, settings: ParserSettings | None = None) -> None:
+        self.settings = settings or ParserSettings()
+
+    @classmethod
+    def from_settings(cls, settings: ParserSettings) -> PageParser:
+        return cls(settings)
+
+    def parse(
+        self, page: FetchedPage, body: bytes, discovered_at: int | None = None
+    ) -> ParseResult:
+        """The messages for ``page`` and its ``body``; see the module docstring."""
+        from_url = canonical_url(page.final_url) or canonical_url(page.url)
+        try:
+            report_host = host_key(page.url)
+        except ValueError:
+            report_host = None
+        if from_url is None or report_host is None:
+            return ParseResult("invalid_page", [], error=f"no http(s) host in {page.url[:200]!r}")
+        at = page.fetched_at if discovered_at is None else discovered_at
+        output = _Output(page, from_url, report_host, at)
+        kind = body_kind(page, from_url, body)
+        if kind == "other" or not (self.settings.parse_error_pages or 200 <= page.status < 300):
+            return output.result("skipped")
+        try:
+            if kind == "sitemap":
+                return self._sitemap(output, body)
+            return self._html(output, body)
+        except Exception as error:  # mapped to a "failed" result: the page is still reported
+            return output.result("failed", error=f"{type(error).__name__}: {error}", failure=error)
+
+    def _html(self, output: _Output, body: bytes) -> ParseResult:
+        page = output.page
+        decoded = decode_body(body, content_type_of(page))
+        if not is_wide_encoding(decoded.encoding) and looks_binary(body):
+            return output.result("undecodable", error="binary data in a text body")
+        extract = extract_page(
+            output.from_url,
+            page.headers,
+            decoded.text,
+            discovered_at=output.discovered_at,
+            max_links=self.settings.max_links,
+            robots_names=self.settings.robots_names,
+        )
+        targets: list[tuple[str, _UrlItem]] = []
+        if not extract.robots.nofollow:
+            targets = [
+                (link.host, {"url": link.edge.to_url})
+                for link in extract.links
+                if link.edge.to_url != output.from_url
+                and (page.follow_nofollow or not is_nofollow(link.edge))
+            ]
+        return output.result(
+            "html",
+            edges=extract.edges,
+            targets=targets,
+            error=extract.parse_error,
+            encoding=decoded.encoding,
+            extract=extract,
+        )
+
+    def _sitemap(self, output: _Output, body: bytes) -> ParseResult:
+        sitemap = parse_sitemap(
+            body,
+            output.from_url,
+            max_bytes=self.settings.max_sitemap_bytes,
+            max_urls=self.settings.max_sitemap_urls,
+        )
+        targets: list[tuple[str, _UrlItem]] = [
+            (canonical_host_key(entry.url), {"url": entry.url, "priority": entry.priority})
+            for entry in sitemap.entries
+            if entry.url != output.from_url
+        ]
+        return output.result("sitemap", targets=targets, error=sitemap.error, sitemap=sitemap)
+
+
+def content_type_of(page: FetchedPage) -> str:
+    """The Content-Type header value, parameters included, else the page's ``content_type``."""
+    return header_value(page.headers, "content-type") or page.content_type or ""
+
+
+def body_kind(page: FetchedPage, url: str, body: bytes) -> BodyKind:
+    """Which parser a body goes to, by media type, then path suffix, then a look at the bytes."""
+    media = content_type_of(page).partition(";")[0].strip().lower()
+    if media in _HTML_TYPES:
+        return "html"
+    if media in _SITEMAP_TYPES:
+        return "sitemap"
+    if media not in _UNTELLING_TYPES:
+        return "other"
+    if url.partition("?")[0].lower().endswith(_SITEMAP_SUFFIXES) or is_gzip(body):
+        return "sitemap"
+    head = body[:_SNIFF_BYTES]
+    if any(root in head for root in _SITEMAP_ROOTS):
+        return "sitemap"
+    return "html" if media == "" else "other"
+
+
+class _Output:
+    """Builds one page's messages; holds what every message of the page shares."""
+
+    def __init__(self, page: FetchedPage, from_url: str, report_host: str, at: int) -> None:
+        self.page = page
+        self.from_url = from_url
+        self.report_host = report_host
+        self.discovered_at = at
+
+    def result(
+        self,
+        status: ParseStatus,
+        *,
+        edges: list[LinkEdge] | None = None,
+        targets: Iterable[tuple[str, _UrlItem]] = (),
+        error: str | None = None,
+        failure: Exception | None = None,
+        encoding: str | None = None,
+        extract: PageExtract | None = None,
+        sitemap: Sitemap | None = None,
+    ) -> ParseResult:
+        messages = self._page_links(edges or [])
+        discovered = self._discovered(targets)
+        report = ParseReport(
+            crawl_id=self.page.crawl_id,
+            page_url=self.page.url,
+            lease_id=self.page.lease_id,
+            discovered_messages=len(discovered),
+        )
+        messages += discovered
+        messages.append(Outbound(urls_topic.TOPIC.suffix, urls_topic.key(self.report_host), report))
+        return ParseResult(status, messages, error, failure, encoding, extract, sitemap)
+
+    def _page_links(self, edges: list[LinkEdge]) -> list[Outbound]:
+        build = functools.partial(_build_page_links, self.page, self.from_url)
+        whole = build(edges, 0, 1)
+        parts = _in_parts(whole, whole.edges, build, links_topic.TOPIC.max_message_bytes)
+        key = links_topic.key(self.from_url)
+        return [Outbound(links_topic.TOPIC.suffix, key, part) for part in parts]
+
+    def _discovered(self, targets: Iterable[tuple[str, _UrlItem]]) -> list[Outbound]:
+        by_host: dict[str, list[_UrlItem]] = {}
+        for host, url in targets:
+            by_host.setdefault(host, []).append(url)
+        messages: list[Outbound] = []
+        for host, urls in by_host.items():
+            build = functools.partial(_build_discovered, self, host)
+            whole = build(urls, 0, 1)
+            parts = _in_parts(whole, whole.urls, build, urls_topic.TOPIC.max_message_bytes)
+            key = urls_topic.key(host)
+            messages += [Outbound(urls_topic.TOPIC.suffix, key, part) for part in parts]
+        return messages
+
+
+def _in_parts(
+    whole: M, items: Sequence[T], build: Callable[[list[T], int, int], M], max_bytes: int
+) -> list[M]:
+    """``[whole]`` when it fits (nearly always), else its ``items`` (models) split into parts.
+
+    One encoding of the whole message is much cheaper than ``split_into_parts``' per-item sizing.
+    """
+    if len(encode(whole)) <= max_bytes - PART_HEADROOM_BYTES:
+        return [whole]
+    return split_into_parts(items, build, max_bytes)
+
+
+def _build_page_links(
+    page: FetchedPage, from_url: str, edges: list[LinkEdge], part: int, parts: int
+) -> PageLinks:
+    return PageLinks(
+        crawl_id=page.crawl_id,
+        from_url=from_url,
+        fetched_at=page.fetched_at,
+        edges=edges,
+        part=part,
+        parts=parts,
+    )
+
+
+def _build_discovered(
+    output: _Output, host: str, urls: list[_UrlItem] | list[DiscoveredUrl], part: int, parts: int
+) -> DiscoveredUrls:
+    return DiscoveredUrls.model_validate(
+        {
+            "crawl_id": output.page.crawl_id,
+            "host": host,
+            "depth": output.page.depth + 1,
+            "source_url": output.from_url,
+            "discovered_at": output.discovered_at,
+            "urls": urls,
+            "part": part,
+            "parts": parts,
+        }
+    )

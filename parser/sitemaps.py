@@ -1,0 +1,235 @@
+"""XML sitemaps and sitemap indexes (sitemaps.org protocol 0.9), plain or gzip-compressed.
+
+Sitemaps come from anyone, so the XML parser is locked down the defusedxml way: no entity is
+expanded (``resolve_entities=False``: no billion laughs, no quadratic blow-up), no DTD or external
+entity is loaded (``load_dtd=False``, ``no_network=True``: no XXE), libxml2's size and depth limits
+stay on (``huge_tree=False``), and comments and processing instructions are dropped. Entity
+references other than the five predefined ones and character references therefore vanish from the
+text. The parser recovers from malformed XML, and a bare ``&`` (the commonest sitemap error, in
+query strings) is escaped before parsing so the URL survives.
+
+Limits, from the protocol: at most :data:`MAX_DECOMPRESSED_BYTES` (50 MiB) of XML, after gunzip,
+and :data:`MAX_URLS` (50,000) entries; what lies beyond is counted, not returned. The document is
+fed to a pull parser in chunks and finished entries are cleared, so memory stays near the size of
+the input, whatever its shape.
+
+Every ``<loc>`` is resolved against the sitemap's URL (the protocol wants absolute URLs; a relative
+one is resolved, not refused) and canonicalised; invalid ones and repeats are counted, not
+returned. ``<priority>`` is a float in 0..1, anything else is None. Only a ``<loc>`` that is a
+direct child of ``<url>`` or ``<sitemap>`` counts, so image and video extensions
+(``<image:loc>``) are not taken for pages.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from lxml import etree  # type: ignore[import-untyped]
+
+from schemas.canonical import canonical_url
+
+MAX_DECOMPRESSED_BYTES = 50 * 1024 * 1024
+MAX_URLS = 50_000
+
+SitemapKind = Literal["urlset", "sitemapindex", "unknown"]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK_BYTES = 256 * 1024
+# A CDATA section (kept as it is) or an ampersand that starts no reference (escaped).
+_BARE_AMPERSAND = re.compile(
+    rb"<!\[CDATA\[.*?(?:\]\]>|$)|&(?!#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9._-]*;)",
+    re.DOTALL,
+)
+_ENTRY_TAGS = {"url": False, "sitemap": True}
+_ROOT_KINDS: dict[str, SitemapKind] = {"urlset": "urlset", "sitemapindex": "sitemapindex"}
+
+
+@dataclass(frozen=True, slots=True)
+class SitemapEntry:
+    """One ``<url>`` or ``<sitemap>``: a canonical URL, its priority hint, and which of the two."""
+
+    url: str
+    priority: float | None
+    is_sitemap: bool
+
+
+@dataclass(frozen=True)
+class Sitemap:
+    """What one sitemap document yielded, and what it did not and why."""
+
+    kind: SitemapKind
+    entries: list[SitemapEntry]
+    invalid_urls: int = 0
+    """``<loc>`` values that are missing, not http(s), or not a URL."""
+    duplicates: int = 0
+    """Entries whose canonical URL an earlier entry already had (the first one is kept)."""
+    over_cap: int = 0
+    """Valid entries past :data:`MAX_URLS`."""
+    truncated: bool = False
+    """The decompressed document was cut at the size limit (or the gzip stream ended early)."""
+    error: str | None = None
+    """Why the document is not (wholly) a sitemap: corrupt gzip, not XML, an unknown root."""
+
+
+def is_gzip(body: bytes) -> bool:
+    return body.startswith(_GZIP_MAGIC)
+
+
+def parse_sitemap(
+    body: bytes,
+    sitemap_url: str,
+    *,
+    max_bytes: int = MAX_DECOMPRESSED_BYTES,
+    max_urls: int = MAX_URLS,
+) -> Sitemap:
+    """Parse a sitemap or sitemap index, gzip-compressed or not; never raises on bad input."""
+    error = None
+    truncated = False
+    if is_gzip(body):
+        body, truncated, error = _gunzip(body, max_bytes)
+    elif len(body) > max_bytes:
+        body, truncated = body[:max_bytes], True
+    reader = _SitemapReader(sitemap_url, max_urls)
+    parse_error = reader.read(_BARE_AMPERSAND.sub(_escape_ampersand, body))
+    if error is None:
+        if reader.kind == "unknown":
+            error = parse_error or f"not a sitemap: root element <{reader.root_name or ''}>"
+        elif not reader.complete and not truncated:
+            # libxml2 stops at what it deems an attack (entity amplification) or a fatal error.
+            error = parse_error or "the XML parser stopped before the end of the document"
+    return Sitemap(
+        kind=reader.kind,
+        entries=reader.entries,
+        invalid_urls=reader.invalid_urls,
+        duplicates=reader.duplicates,
+        over_cap=reader.over_cap,
+        truncated=truncated,
+        error=error,
+    )
+
+
+def _escape_ampersand(match: re.Match[bytes]) -> bytes:
+    return b"&amp;" if match.group() == b"&" else match.group()
+
+
+def _gunzip(body: bytes, max_bytes: int) -> tuple[bytes, bool, str | None]:
+    """Decompress up to ``max_bytes``: (data, truncated, error).
+
+    Concatenated gzip members are all read (RFC 1952); bytes after the last one that start no
+    member (padding) are ignored, as ``gzip -d`` does.
+    """
+    output = bytearray()
+    remaining = body
+    try:
+        while remaining.startswith(_GZIP_MAGIC):
+            if len(output) >= max_bytes:  # (a max_length of 0 would mean no limit at all)
+                return bytes(output), True, None
+            inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
+            output += inflater.decompress(remaining, max_bytes - len(output))
+            if not inflater.eof:
+                # Either the size limit was reached or the stream ends early (a cut download).
+                return bytes(output), True, None
+            remaining = inflater.unused_data
+    except zlib.error as error:
+        return bytes(output), True, f"corrupt gzip data: {error}"
+    return bytes(output), False, None
+
+
+class _SitemapReader:
+    """Pull-parser events to entries; one instance per document."""
+
+    def __init__(self, sitemap_url: str, max_urls: int) -> None:
+        self.sitemap_url = sitemap_url
+        self.max_urls = max_urls
+        self.kind: SitemapKind = "unknown"
+        self.root_name: str | None = None
+        self.complete = False
+        """The root element's end was seen: libxml2 did not give up half way."""
+        self.entries: list[SitemapEntry] = []
+        self.invalid_urls = 0
+        self.duplicates = 0
+        self.over_cap = 0
+        self._seen: set[str] = set()
+        self._entry: Any = None
+        self._loc: str | None = None
+        self._priority: float | None = None
+
+    def read(self, data: bytes) -> str | None:
+        """Feed the whole document; returns libxml2's complaint when it could not make a tree."""
+        parser = etree.XMLPullParser(
+            events=("start", "end"),
+            resolve_entities=False,
+            no_network=True,
+            load_dtd=False,
+            huge_tree=False,
+            recover=True,
+            remove_comments=True,
+            remove_pis=True,
+        )
+        try:
+            for start in range(0, len(data), _CHUNK_BYTES):
+                parser.feed(data[start : start + _CHUNK_BYTES])
+                self._consume(parser.read_events())
+            parser.close()
+        except etree.LxmlError as error:
+            return f"not XML: {error}"
+        self._consume(parser.read_events())
+        return None
+
+    def _consume(self, events: Any) -> None:
+        for event, element in events:
+            tag = element.tag
+            if not isinstance(tag, str):
+                continue
+            name = tag.rpartition("}")[2]
+            if event == "start":
+                if self.root_name is None:
+                    self.root_name = name
+                    self.kind = _ROOT_KINDS.get(name, "unknown")
+                elif self._entry is None and name in _ENTRY_TAGS:
+                    self._entry, self._loc, self._priority = element, None, None
+            elif self._entry is not None:
+                self._end_inside_entry(name, element)
+            elif element.getparent() is None:
+                self.complete = True
+
+    def _end_inside_entry(self, name: str, element: Any) -> None:
+        if element is self._entry:
+            self._finish_entry(_ENTRY_TAGS[name])
+            element.clear()
+            parent = element.getparent()
+            while parent is not None and element.getprevious() is not None:
+                del parent[0]
+            self._entry = None
+        elif element.getparent() is self._entry:
+            if name == "loc":
+                self._loc = (element.text or "").strip()
+            elif name == "priority":
+                self._priority = _priority(element.text)
+
+    def _finish_entry(self, is_sitemap: bool) -> None:
+        if self.kind == "unknown" or is_sitemap != (self.kind == "sitemapindex"):
+            return
+        url = canonical_url(self._loc, self.sitemap_url) if self._loc else None
+        if url is None:
+            self.invalid_urls += 1
+        elif url in self._seen:
+            self.duplicates += 1
+        elif len(self.entries) >= self.max_urls:
+            self.over_cap += 1
+        else:
+            self._seen.add(url)
+            priority = None if is_sitemap else self._priority
+            self.entries.append(SitemapEntry(url, priority, is_sitemap))
+
+
+def _priority(text: str | None) -> float | None:
+    try:
+        value = float((text or "").strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and 0.0 <= value <= 1.0 else None
