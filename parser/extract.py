@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lxml import etree  # type: ignore[import-untyped]
+from lxml import etree
 from parsel.selector import create_root_node
 
 from parser.linkwalk import LinkOccurrence, WalkedPage, walk_page

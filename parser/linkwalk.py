@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lxml import etree  # type: ignore[import-untyped]
+from lxml import etree
 
 from schemas.links import LinkPosition
 

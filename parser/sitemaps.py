@@ -28,7 +28,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from lxml import etree  # type: ignore[import-untyped]
+from lxml import etree
 
 from schemas.canonical import canonical_url
 
