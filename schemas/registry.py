@@ -60,6 +60,15 @@ def changelog_topic(role: str, partitions: int | None = None) -> TopicSpec:
     )
 
 
+STATEFUL_ROLES = ("frontier", "linkgraph", "storage")
+"""Roles that keep per-partition state, each with one changelog topic."""
+
+CHANGELOGS: tuple[TopicSpec, ...] = tuple(changelog_topic(role) for role in STATEFUL_ROLES)
+
+ALL_TOPICS: tuple[TopicSpec, ...] = TOPICS + CHANGELOGS
+"""What `streamcrawl topics create` makes and `topics check` compares."""
+
+
 def largest_message_bytes(specs: tuple[TopicSpec, ...] = TOPICS) -> int:
     return max(spec.max_message_bytes for spec in specs)
 

@@ -18,7 +18,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
-from schemas.registry import TOPICS
+from schemas.registry import ALL_TOPICS
 from schemas.topic import TopicSpec
 from streamcrawl.kafka import admin_config
 from streamcrawl.settings import Settings
@@ -62,7 +62,7 @@ class TopicReport:
 
 def create_topics(
     settings: Settings,
-    specs: tuple[TopicSpec, ...] = TOPICS,
+    specs: tuple[TopicSpec, ...] = ALL_TOPICS,
     admin: AdminClient | None = None,
     timeout_s: float = 30.0,
 ) -> list[str]:
@@ -117,7 +117,7 @@ def wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> 
 
 def check_topics(
     settings: Settings,
-    specs: tuple[TopicSpec, ...] = TOPICS,
+    specs: tuple[TopicSpec, ...] = ALL_TOPICS,
     admin: AdminClient | None = None,
     timeout_s: float = 30.0,
 ) -> TopicReport:

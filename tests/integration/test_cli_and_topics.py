@@ -21,7 +21,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from schemas import crawls, members
 from schemas.partitioning import partition_for_key
-from schemas.registry import TOPICS
+from schemas.registry import ALL_TOPICS
 from schemas.serde import decode
 from streamcrawl.cli import main
 from streamcrawl.kafka import table_consumer_config
@@ -52,7 +52,7 @@ def test_topics_create_is_idempotent_and_check_reports_drift(
     assert code == 1 and f"missing: {deployment.topic('urls')}" in out
 
     code, out = run_cli(capsys, "topics", "create")
-    assert code == 0 and f"created {len(TOPICS)} topics" in out
+    assert code == 0 and f"created {len(ALL_TOPICS)} topics" in out
     code, out = run_cli(capsys, "topics", "create")
     assert code == 0 and "created 0 topics" in out
     code, out = run_cli(capsys, "topics", "check")

@@ -14,7 +14,7 @@ from confluent_kafka import Message
 
 from schemas import fetch, links, outcomes
 from schemas.base import now_millis
-from schemas.registry import TOPICS
+from schemas.registry import ALL_TOPICS
 from schemas.serde import decode, decode_page, encode
 from streamcrawl.crashpoints import CRASH_EXIT_CODE
 from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader, produce_json
@@ -48,7 +48,7 @@ def site() -> Iterator[LocalSite]:
 @pytest.fixture
 def deployment(kafka_bootstrap: str, tmp_path: Path) -> Deployment:
     deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
-    deployment.create(TOPICS)
+    deployment.create(ALL_TOPICS)
     return deployment
 
 

@@ -11,7 +11,7 @@ import pytest
 from schemas import links, urls
 from schemas.deadletter import DeadLetter
 from schemas.pages import FetchedPage
-from schemas.registry import TOPICS
+from schemas.registry import ALL_TOPICS
 from schemas.serde import decode, encode_page
 from tests.support import Deployment, ServiceProcess, TopicReader, produce_json
 
@@ -44,7 +44,7 @@ def page(url: str, body: bytes, lease: str) -> FetchedPage:
 @pytest.fixture
 def parser_process(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Deployment]:
     deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
-    deployment.create(TOPICS)
+    deployment.create(ALL_TOPICS)
     process = ServiceProcess("parser", deployment.env("parser-a"), tmp_path / "parser.log").start()
     yield deployment
     process.kill()
