@@ -22,7 +22,7 @@ test-unit:
 	$(PYTHON) -m pytest tests/unit
 
 crawl:
-	$(PYTHON) -m streamcrawl.cli up
+	$(PYTHON) -m streamcrawl.cli demo
 
 bench:
 	$(PYTHON) -m tests.bench.bench_restore

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,15 +18,19 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from schemas import members
-from schemas.serde import decode
+from schemas import members, seeds
+from schemas.seeds import CrawlRequest
+from schemas.serde import decode, encode
 from streamcrawl.broker import LocalBroker
+from streamcrawl.demo import DemoSite
 from streamcrawl.exceptions import StreamcrawlError
-from streamcrawl.kafka import admin_config, table_consumer_config
+from streamcrawl.kafka import KafkaProducer, admin_config, table_consumer_config
 from streamcrawl.membership import is_live
 from streamcrawl.settings import Settings
-from streamcrawl.table import TopicTable
+from streamcrawl.stack import ROLES, Stack, stack_env
+from streamcrawl.table import TopicTable, wait_until
 from streamcrawl.topics import check_topics, create_topics, topic_name
+from streamcrawl.watch import CrawlWatcher, summary_lines
 
 DEFAULT_BROKER_DIR = Path(".streamcrawl/kafka")
 
@@ -158,21 +164,126 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if report.ok else 1
 
 
-# ----- up ------------------------------------------------------------------------------------
+# ----- seed, crawl ---------------------------------------------------------------------------
+
+
+def crawl_request(args: argparse.Namespace) -> CrawlRequest:
+    return CrawlRequest(
+        seeds=args.urls,
+        max_depth=args.max_depth,
+        max_links=args.max_links,
+        same_domain=args.same_domain,
+        include_pattern=args.include,
+        exclude_pattern=args.exclude,
+        politeness_delay_ms=args.delay_ms,
+        max_retries=args.max_retries,
+        priority=args.priority,
+        respect_robots=not args.ignore_robots,
+    )
+
+
+def publish_request(settings: Settings, request: CrawlRequest) -> None:
+    producer = KafkaProducer.from_settings(settings)
+    producer.produce(
+        topic_name(settings, seeds.TOPIC), seeds.key(request.crawl_id), encode(request)
+    )
+    producer.flush(30)
+
+
+def cmd_seed(args: argparse.Namespace, settings: Settings) -> int:
+    request = crawl_request(args)
+    publish_request(settings, request)
+    _print(request.crawl_id)
+    return 0
+
+
+def follow_crawl(settings: Settings, crawl_id: str, timeout_s: float | None) -> int:
+    with CrawlWatcher(settings) as watcher:
+        view = watcher.follow(crawl_id, _print, timeout_s=timeout_s)
+    for line in summary_lines(view):
+        _print(line)
+    return 0 if view.status == "done" else 1
+
+
+def cmd_crawl(args: argparse.Namespace, settings: Settings) -> int:
+    request = crawl_request(args)
+    publish_request(settings, request)
+    _print(f"crawl {request.crawl_id} submitted")
+    return follow_crawl(settings, request.crawl_id, args.timeout_s)
+
+
+# ----- up, demo ------------------------------------------------------------------------------
+
+
+def ensure_broker(settings: Settings, data_dir: Path) -> LocalBroker | None:
+    """The configured broker if it answers, else a local one started here (returned)."""
+    if broker_answers(settings):
+        _print(f"using the broker at {settings.kafka.bootstrap_servers}")
+        return None
+    broker = LocalBroker.from_settings(settings, data_dir)
+    bootstrap = broker.start()
+    _print(f"started the local broker on {bootstrap} in {broker.last_start_s or 0:.1f}s")
+    return broker
+
+
+def start_stack(settings: Settings, args: argparse.Namespace, allow_private: bool) -> Stack:
+    created = create_topics(settings)
+    _print(f"topics ready ({len(created)} created)")
+    scale = dict(_parse_scale(item) for item in args.scale)
+    stack = Stack(stack_env({}), Path(args.data_dir).parent / "logs")
+    stack.start(scale, allow_private_networks=allow_private)
+    wait_until(lambda: gather_status(settings, timeout_s=5).ok or bool(stack.failed()), 120)
+    for instance in stack.failed():
+        _print(f"{instance.instance_id} exited; see {instance.log_path}")
+    for role in stack.not_built():
+        _print(f"{role}: not built yet, not running")
+    for role, info in sorted(gather_status(settings).roles.items()):
+        instances = info["instances"]
+        for item in instances if isinstance(instances, list) else []:
+            _print(f"{role:<9} {item['instance']:<12} http://{item['http']}/metrics")
+    return stack
+
+
+def _parse_scale(item: str) -> tuple[str, int]:
+    role, _, count = item.partition("=")
+    if role not in ROLES or not count.isdigit() or int(count) < 1:
+        raise StreamcrawlError(f"--scale takes ROLE=N with ROLE one of {', '.join(ROLES)}")
+    return role, int(count)
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    """Start the local broker unless the configured one answers, then create the topics."""
-    broker: LocalBroker | None = None
-    if broker_answers(settings):
-        _print(f"using the broker at {settings.kafka.bootstrap_servers}")
-    else:
-        broker = LocalBroker.from_settings(settings, Path(args.data_dir))
-        bootstrap = broker.start()
-        _print(f"started the local broker on {bootstrap} in {broker.last_start_s or 0:.1f}s")
-    created = create_topics(settings)
-    _print(f"topics ready ({len(created)} created)")
+    """Broker (unless configured), topics, one process per service; Ctrl-C stops them all."""
+    broker = ensure_broker(settings, Path(args.data_dir))
+    stack = start_stack(settings, args, args.allow_private_networks)
+    stopped = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopped.set())
+    _print("running; Ctrl-C stops every service (the broker keeps its data)")
+    stopped.wait()
+    codes = stack.stop()
+    _print("stopped: " + ", ".join(f"{k}={v}" for k, v in sorted(codes.items())))
+    if broker is not None:
+        broker.stop()
     return 0
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    """The README's crawl: a local demo site crawled end to end, then everything stopped."""
+    broker = ensure_broker(settings, Path(args.data_dir))
+    site = DemoSite().start()
+    stack = start_stack(settings, args, allow_private=True)
+    try:
+        _print(f"demo site: {site.docs} (docs) and {site.blog} (blog)")
+        args.urls = [site.seed_url]
+        request = crawl_request(args)
+        publish_request(settings, request)
+        _print(f"crawl {request.crawl_id} submitted")
+        return follow_crawl(settings, request.crawl_id, args.timeout_s)
+    finally:
+        stack.stop()
+        site.stop()
+        if broker is not None:
+            broker.stop()
 
 
 # ----- entry point ---------------------------------------------------------------------------
@@ -195,10 +306,55 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.set_defaults(run=cmd_status)
 
-    up = commands.add_parser("up", help="start the broker (unless configured) and create topics")
-    up.add_argument("--data-dir", default=str(DEFAULT_BROKER_DIR))
+    seed = commands.add_parser("seed", help="publish a crawl request; prints the crawl id")
+    seed.add_argument("urls", nargs="+")
+    add_crawl_options(seed)
+    seed.set_defaults(run=cmd_seed)
+
+    crawl = commands.add_parser("crawl", help="publish a crawl request and follow it until done")
+    crawl.add_argument("urls", nargs="+")
+    add_crawl_options(crawl)
+    crawl.set_defaults(run=cmd_crawl)
+
+    up = commands.add_parser("up", help="broker (unless configured), topics and every service")
+    add_stack_options(up)
+    up.add_argument("--allow-private-networks", action="store_true")
     up.set_defaults(run=cmd_up)
+
+    demo = commands.add_parser("demo", help="crawl a local demo site end to end, then stop")
+    add_stack_options(demo)
+    add_crawl_options(demo, max_depth=3, delay_ms=100)
+    demo.set_defaults(run=cmd_demo)
     return parser
+
+
+def add_stack_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--data-dir", default=str(DEFAULT_BROKER_DIR))
+    command.add_argument("--scale", action="append", default=[], metavar="ROLE=N")
+
+
+def add_crawl_options(
+    command: argparse.ArgumentParser, max_depth: int = 2, delay_ms: int = 1000
+) -> None:
+    command.add_argument("--max-depth", type=int, default=max_depth)
+    command.add_argument("--max-links", type=int, default=-1)
+    command.add_argument(
+        "--same-domain", choices=["host", "registered_domain", "any"], default="host"
+    )
+    command.add_argument("--include")
+    command.add_argument("--exclude")
+    command.add_argument("--delay-ms", type=int, default=delay_ms)
+    command.add_argument("--max-retries", type=int, default=3)
+    command.add_argument(
+        "--priority", choices=["bfs", "score", "pagerank", "novelty"], default="bfs"
+    )
+    command.add_argument("--ignore-robots", action="store_true")
+    command.add_argument(
+        "--timeout-s",
+        type=float,
+        default=None,
+        help="stop following after this long (the crawl goes on)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
