@@ -53,7 +53,7 @@ from parser.sitemaps import Sitemap, is_gzip, parse_sitemap
 from schemas import links as links_topic
 from schemas import urls as urls_topic
 from schemas.canonical import canonical_url, host_key
-from schemas.links import LinkEdge, PageLinks
+from schemas.links import MAX_TITLE_CHARS, LinkEdge, PageLinks, PageMeta
 from schemas.pages import FetchedPage
 from schemas.serde import PART_HEADROOM_BYTES, encode, split_into_parts
 from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
@@ -226,7 +226,7 @@ class _Output:
         extract: PageExtract | None = None,
         sitemap: Sitemap | None = None,
     ) -> ParseResult:
-        messages = self._page_links(edges or [])
+        messages = self._page_links(edges or [], self._meta(extract))
         discovered = self._discovered(targets)
         report = ParseReport(
             crawl_id=self.page.crawl_id,
@@ -238,10 +238,26 @@ class _Output:
         messages.append(Outbound(urls_topic.TOPIC.suffix, urls_topic.key(self.report_host), report))
         return ParseResult(status, messages, error, failure, encoding, extract, sitemap)
 
-    def _page_links(self, edges: list[LinkEdge]) -> list[Outbound]:
+    def _meta(self, extract: PageExtract | None) -> PageMeta:
+        meta = PageMeta(status=self.page.status, content_type=self.page.content_type)
+        if extract is None:
+            return meta
+        return meta.model_copy(
+            update={
+                "title": extract.title[:MAX_TITLE_CHARS] if extract.title else None,
+                "canonical": extract.canonical,
+                "language": extract.language,
+                "noindex": extract.robots.noindex,
+                "nofollow": extract.robots.nofollow,
+                "text_length": extract.visible_text_length,
+            }
+        )
+
+    def _page_links(self, edges: list[LinkEdge], meta: PageMeta) -> list[Outbound]:
         build = functools.partial(_build_page_links, self.page, self.from_url)
         whole = build(edges, 0, 1)
         parts = _in_parts(whole, whole.edges, build, links_topic.TOPIC.max_message_bytes)
+        parts[0] = parts[0].model_copy(update={"page": meta})
         key = links_topic.key(self.from_url)
         return [Outbound(links_topic.TOPIC.suffix, key, part) for part in parts]
 

@@ -36,6 +36,24 @@ class LinkEdge(InternalModel):
     discovered_at: EpochMillis
 
 
+MAX_TITLE_CHARS = 1024
+
+
+class PageMeta(InternalModel):
+    """What a fetched page says about itself, sent once with part 0 of its PageLinks."""
+
+    status: int
+    content_type: str | None = None
+    title: Annotated[str, Field(max_length=MAX_TITLE_CHARS)] | None = None
+    canonical: str | None = None
+    """The page's `<link rel=canonical>`, canonicalised."""
+    language: str | None = None
+    noindex: bool = False
+    nofollow: bool = False
+    """From meta robots or X-Robots-Tag: the page asked crawlers not to follow its links."""
+    text_length: Annotated[int, Field(ge=0)] = 0
+
+
 class PageLinks(InternalModel):
     crawl_id: str
     from_url: str
@@ -43,3 +61,5 @@ class PageLinks(InternalModel):
     edges: list[LinkEdge]
     part: Annotated[int, Field(ge=0)] = 0
     parts: Annotated[int, Field(ge=1)] = 1
+    page: PageMeta | None = None
+    """Set on part 0 of a fetched page's links (None on REDIRECT edges from the fetcher)."""

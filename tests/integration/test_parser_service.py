@@ -79,6 +79,8 @@ def test_pages_become_edges_discovered_urls_and_reports(parser_process: Deployme
     assert edges["https://other.example/page"].link_type == "NOFOLLOW"
     assert edges["https://cdn.example/terms"].position == "FOOTER"
     assert by_source["http://empty.example/"].edges == []
+    meta = by_source[url].page
+    assert meta is not None and meta.title == "Docs" and meta.status == 200 and not meta.nofollow
 
     url_reader = TopicReader(deployment.bootstrap, deployment.topic("urls"))
     url_reader.read_until(
