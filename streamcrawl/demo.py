@@ -61,6 +61,8 @@ class DemoSite:
         self._runners: list[web.AppRunner] = []
         self.docs = ""
         self.blog = ""
+        self.requests: list[str] = []
+        """`host:port/path` of every request served, in order (tests compare crawls with it)."""
 
     @property
     def seed_url(self) -> str:
@@ -87,6 +89,7 @@ class DemoSite:
 
     async def _docs(self, request: web.Request) -> web.Response:
         path = request.path
+        self.requests.append(f"{request.host}{path}")
         if path == "/robots.txt":
             return web.Response(text="User-agent: *\nDisallow: /private/\n")
         if path == "/old-docs":
@@ -97,6 +100,7 @@ class DemoSite:
         raise web.HTTPNotFound()
 
     async def _blog(self, request: web.Request) -> web.Response:
+        self.requests.append(f"{request.host}{request.path}")
         number = request.path.removeprefix("/posts/")
         if number.isdigit() and int(number) < BLOG_POSTS:
             return web.Response(text=blog_post(int(number), self.docs), content_type="text/html")
