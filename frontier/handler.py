@@ -34,7 +34,7 @@ from frontier.clock import Clock
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.outcomes import handle_outcome
 from frontier.progress import publish_progress
-from frontier.records import CRAWL, PENDING, QUEUE, TABLES
+from frontier.records import CRAWL, PENDING, QUEUE, TABLES, VISITED
 from frontier.retry import RetryPolicy
 from frontier.session import FrontierServices, PartitionMemory, PartitionSession
 from schemas.budget import BUDGET_MESSAGE
@@ -173,7 +173,7 @@ class FrontierHandler(BaseHandler):
             return
         now = self.services.clock.now_ms()
         self.memory[ctx.partition] = PartitionMemory.rebuild(
-            ctx.table(QUEUE), ctx.table(PENDING), now
+            ctx.table(QUEUE), ctx.table(PENDING), ctx.table(VISITED), self.services.config, now
         )
 
     def on_partition_closed(self, partition: int) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from frontier.bloom import BloomFilter
 from frontier.budget import BudgetAccount
 from frontier.clock import Clock
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
@@ -72,6 +73,8 @@ class PartitionMemory:
     """What one open partition keeps in memory; see the module docstring."""
 
     heap: HostHeap = field(default_factory=HostHeap)
+    seen: BloomFilter = field(default_factory=lambda: BloomFilter(8, 1))
+    """Keys of the visited table (see `frontier.bloom`); sized by `rebuild` from the config."""
     pending_crawls: set[str] = field(default_factory=set)
     wake_all: bool = False
     directory_version: int = 0
@@ -79,9 +82,19 @@ class PartitionMemory:
     last_recheck_ms: int = 0
 
     @classmethod
-    def rebuild(cls, queue: Table, pending: Table, now_ms: int) -> PartitionMemory:
-        """Every host with queued URLs ready now; crawls with waiting messages remembered."""
-        memory = cls(last_recheck_ms=now_ms)
+    def rebuild(
+        cls, queue: Table, pending: Table, visited: Table, config: FrontierConfig, now_ms: int
+    ) -> PartitionMemory:
+        """Every host with queued URLs ready now; crawls with waiting messages remembered; the
+        Bloom filter refilled from the visited set."""
+        memory = cls(
+            last_recheck_ms=now_ms,
+            seen=BloomFilter.for_capacity(
+                config.bloom_expected_urls, config.bloom_false_positive_rate
+            ),
+        )
+        for key, _ in visited.scan():
+            memory.seen.add(key)
         for host, count in count_by_host(queue).items():
             memory.heap.add_queued(host, count, now_ms)
         for key, _ in pending.scan():
@@ -185,11 +198,18 @@ class PartitionSession:
         return state
 
     def visited(self, crawl_id: str, fingerprint: bytes) -> VisitedRecord | None:
-        raw = self.table(VISITED).get(visited_key(crawl_id, fingerprint))
+        key = visited_key(crawl_id, fingerprint)
+        if not self.memory.seen.might_contain(key):
+            return None  # definitely never seen: no RocksDB read
+        raw = self.table(VISITED).get(key)
         return None if raw is None else VisitedRecord.decode(raw)
 
     def put_visited(self, crawl_id: str, fingerprint: bytes, record: VisitedRecord) -> None:
-        self.table(VISITED).put(visited_key(crawl_id, fingerprint), record.encode())
+        key = visited_key(crawl_id, fingerprint)
+        # Added at once, not in finish(): if this call fails, the key is a false positive, which
+        # only costs a RocksDB read later.
+        self.memory.seen.add(key)
+        self.table(VISITED).put(key, record.encode())
 
     def next_sequence(self) -> int:
         """The partition's arrival counter: queue order, delayed keys and lease ranks share it."""
