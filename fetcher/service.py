@@ -14,9 +14,9 @@ from fetcher.handler import FetcherHandler
 from fetcher.settings import FetcherSettings
 from schemas import fetch, links, outcomes, pages
 from schemas.serde import decode
-from streamcrawl.loop import Input
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
+from streamcrawl.spec import Input
 from streamcrawl.topics import topic_name
 
 

@@ -44,7 +44,7 @@ from schemas.seeds import SEED_MESSAGE
 from schemas.serde import decode
 from schemas.urls import URLS_MESSAGE, DiscoveredUrls
 from streamcrawl.handler import BaseHandler, Context, Record
-from streamcrawl.loop import Input
+from streamcrawl.spec import Input
 
 log = logging.getLogger(__name__)
 

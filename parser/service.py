@@ -19,9 +19,9 @@ from parser.settings import ParserSettings
 from schemas import links, pages, urls
 from schemas.serde import decode_page, encode
 from streamcrawl.handler import BaseHandler, Context, Record
-from streamcrawl.loop import Input
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
+from streamcrawl.spec import Input
 from streamcrawl.topics import topic_name
 
 log = logging.getLogger(__name__)

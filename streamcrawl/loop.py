@@ -21,8 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
@@ -34,56 +32,15 @@ from streamcrawl.handler import BaseHandler, Context, Deferred, Handler, Output,
 from streamcrawl.kafka import KafkaProducer, check_consumer_error, coordinates, message_headers
 from streamcrawl.metrics import LoopMetrics
 from streamcrawl.offsets import PartitionOffsets
-from streamcrawl.recovery import SOURCE_HEADER, ChangelogRestorer, source_header
+from streamcrawl.recovery import SOURCE_HEADER, RestoreReport, source_header
 from streamcrawl.settings import LoopSettings
-from streamcrawl.state import PartitionStore, StoreOptions, Transaction, changelog_key
+from streamcrawl.spec import ServiceSpec
+from streamcrawl.state import PartitionStore, Transaction, changelog_key
+from streamcrawl.stores import StateStores
 
 log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
-Decoder = Callable[[bytes | None], Any]
-
-
-@dataclass(frozen=True)
-class Input:
-    topic: str
-    decode: Decoder
-
-
-@dataclass(frozen=True)
-class ServiceSpec:
-    """What a service consumes and keeps; validated so misuse fails at start, not mid-crawl."""
-
-    role: str
-    group_id: str
-    inputs: tuple[Input, ...]
-    dead_letter_topic: str
-    tables: tuple[str, ...] = ()
-    changelog_topic: str | None = None
-    co_partitioned: bool = False
-    assignor_override: str | None = None
-    """A librdkafka `partition.assignment.strategy`; by default range when co-partitioned (so
-    every input's partition p goes to the same member), cooperative-sticky otherwise."""
-
-    def __post_init__(self) -> None:
-        if not self.inputs:
-            raise ValueError("a service needs at least one input topic")
-        if self.tables and self.changelog_topic is None:
-            raise ValueError("a service with state tables needs a changelog topic")
-        if self.tables and len(self.inputs) > 1 and not self.co_partitioned:
-            raise ValueError("state over several inputs requires co-partitioned inputs")
-        if self.co_partitioned and self.assignor_override not in (None, "range"):
-            raise ValueError("co-partitioned inputs need the range assignor")
-
-    @property
-    def stateful(self) -> bool:
-        return bool(self.tables)
-
-    @property
-    def assignor(self) -> str:
-        if self.assignor_override is not None:
-            return self.assignor_override
-        return "range" if self.co_partitioned else "cooperative-sticky"
 
 
 @dataclass
@@ -109,9 +66,7 @@ class ServiceLoop:
         handler: Handler,
         consumer: Consumer,
         producer: KafkaProducer,
-        restorer: ChangelogRestorer | None,
-        state_dir: Path,
-        store_options: StoreOptions | None,
+        stores: StateStores | None,
         settings: LoopSettings,
         metrics: LoopMetrics,
         crash_points: CrashPoints,
@@ -120,9 +75,7 @@ class ServiceLoop:
         self.handler = handler
         self._consumer = consumer
         self._producer = producer
-        self._restorer = restorer
-        self._state_dir = state_dir
-        self._store_options = store_options
+        self._stores = stores
         self._settings = settings
         self._metrics = metrics
         self._crash = crash_points
@@ -130,7 +83,6 @@ class ServiceLoop:
         self._assigned: set[TopicPartitionKey] = set()
         self._offsets: dict[TopicPartitionKey, PartitionOffsets] = {}
         self._committed: dict[TopicPartitionKey, int] = {}
-        self._stores: dict[int, PartitionStore] = {}
         self._blocked: set[TopicPartitionKey] = set()
         self._throttled: set[TopicPartitionKey] = set()
         self._paused: set[TopicPartitionKey] = set()
@@ -139,7 +91,6 @@ class ServiceLoop:
         self._stop = threading.Event()
         self._joined = False
         self.last_cycle_at = time.monotonic()
-        self.restore_reports: list[Any] = []
 
     # ----- lifecycle -------------------------------------------------------------------------
 
@@ -161,13 +112,18 @@ class ServiceLoop:
 
     @property
     def ready(self) -> bool:
-        held = {p for _, p in self._assigned}
-        restoring = self.spec.stateful and any(p not in self._stores for p in self._openable(held))
+        restoring = self._stores is not None and bool(
+            self._stores.openable(self._assigned) - self._stores.open_partitions
+        )
         return (
             self._joined
             and not restoring
             and (not isinstance(self.handler, BaseHandler) or self.handler.ready())
         )
+
+    @property
+    def restore_reports(self) -> list[RestoreReport]:
+        return [] if self._stores is None else self._stores.reports
 
     def assignment(self) -> list[str]:
         return sorted(f"{topic}:{partition}" for topic, partition in self._assigned)
@@ -192,7 +148,10 @@ class ServiceLoop:
 
     def close(self) -> None:
         """Close stores (kept on disk), the consumer (committing nothing new) and the producer."""
-        self._close_all_stores()
+        if self._stores is not None:
+            for partition in self._stores.close_all():
+                if isinstance(self.handler, BaseHandler):
+                    self.handler.on_partition_closed(partition)
         self._consumer.close()
         self._producer.close()
 
@@ -254,43 +213,22 @@ class ServiceLoop:
 
     # ----- state partitions ------------------------------------------------------------------
 
-    def _openable(self, held: set[int]) -> set[int]:
-        """State partitions whose every input partition this instance holds."""
-        topics = [i.topic for i in self.spec.inputs]
-        return {p for p in held if all((t, p) in self._assigned for t in topics)}
-
     def _open_ready_stores(self, cycle: _Cycle) -> None:
-        if not self.spec.stateful:
+        if self._stores is None:
             return
-        held = {p for _, p in self._assigned}
-        for partition in sorted(self._openable(held) - self._stores.keys()):
-            self._open_store(partition)
-            transaction = Transaction(self._stores[partition])
+        for partition in sorted(
+            self._stores.openable(self._assigned) - self._stores.open_partitions
+        ):
+            store = self._stores.open(partition, self._committed_offsets(partition))
+            transaction = Transaction(store)
             cycle.transactions[partition] = transaction
             if isinstance(self.handler, BaseHandler):
                 ctx = Context(partition=partition, transaction=transaction)
                 self.handler.on_partition_opened(ctx)
                 cycle.outputs.extend(ctx.outputs)
         for topic, partition in list(self._blocked):
-            if partition in self._stores:
+            if partition in self._stores.open_partitions:
                 self._blocked.discard((topic, partition))
-
-    def _open_store(self, partition: int) -> None:
-        if self._restorer is None or self._store_options is None or not self.spec.changelog_topic:
-            raise RuntimeError("stateful service without a restorer")
-        committed = self._committed_offsets(partition)
-        store, report = self._restorer.open(
-            self._state_dir / self.spec.role / f"partition-{partition}",
-            self.spec.tables,
-            self._store_options,
-            self.spec.changelog_topic,
-            partition,
-            committed,
-        )
-        self._stores[partition] = store
-        self.restore_reports.append(report)
-        self._metrics.restored_records.inc(report.records_read)
-        self._metrics.restore_seconds.observe(report.seconds)
 
     def _committed_offsets(self, partition: int) -> dict[TopicPartitionKey, int]:
         wanted = [TopicPartition(i.topic, partition) for i in self.spec.inputs]
@@ -300,17 +238,26 @@ class ServiceLoop:
         return result
 
     def _close_store(self, partition: int) -> None:
-        store = self._stores.pop(partition, None)
-        if store is not None:
-            store.close()
-            if isinstance(self.handler, BaseHandler):
-                self.handler.on_partition_closed(partition)
+        closed = self._stores is not None and self._stores.close(partition)
+        if closed and isinstance(self.handler, BaseHandler):
+            self.handler.on_partition_closed(partition)
 
-    def _close_all_stores(self) -> None:
-        for partition in list(self._stores):
-            self._close_store(partition)
-        if self._restorer is not None:
-            self._restorer.close()
+    def store(self, partition: int) -> PartitionStore | None:
+        """The open store of a state partition (for tests and tools; handlers use tables)."""
+        return self._store(partition)
+
+    def _store(self, partition: int) -> PartitionStore | None:
+        return None if self._stores is None else self._stores.get(partition)
+
+    def _transaction(self, cycle: _Cycle, partition: int) -> Transaction:
+        """The cycle's top-level transaction over an open state partition."""
+        transaction = cycle.transactions.get(partition)
+        if transaction is None:
+            store = self._store(partition)
+            if store is None:
+                raise RuntimeError(f"state partition {partition} is not open")
+            transaction = cycle.transactions[partition] = Transaction(store)
+        return transaction
 
     # ----- one cycle -------------------------------------------------------------------------
 
@@ -340,7 +287,7 @@ class ServiceLoop:
         key = (topic, partition)
         if key not in self._assigned or key in rewound:
             return
-        if self.spec.stateful and partition not in self._stores:
+        if self._stores is not None and self._store(partition) is None:
             # Not openable yet (restoring, or a co-partitioned input not held): read it again later.
             self._consumer.seek(TopicPartition(topic, partition, offset))
             rewound.add(key)
@@ -399,11 +346,7 @@ class ServiceLoop:
                 partition=record.partition,
                 defer_factory=lambda: Deferred(ticket, self._finished_deferred.put),
             )
-        parent = cycle.transactions.get(record.partition)
-        if parent is None:
-            parent = cycle.transactions[record.partition] = Transaction(
-                self._stores[record.partition]
-            )
+        parent = self._transaction(cycle, record.partition)
         return Context(
             partition=record.partition,
             transaction=Transaction(parent),
@@ -420,15 +363,11 @@ class ServiceLoop:
     def _tick(self, cycle: _Cycle) -> None:
         if not isinstance(self.handler, BaseHandler):
             return
-        partitions: list[int | None] = [*sorted(self._stores)] if self.spec.stateful else [None]
+        partitions: list[int | None] = (
+            [*sorted(self._stores.open_partitions)] if self._stores is not None else [None]
+        )
         for partition in partitions:
-            transaction = None
-            if partition is not None:
-                transaction = cycle.transactions.get(partition)
-                if transaction is None:
-                    transaction = cycle.transactions[partition] = Transaction(
-                        self._stores[partition]
-                    )
+            transaction = None if partition is None else self._transaction(cycle, partition)
             ctx = Context(partition=partition, transaction=transaction)
             self.handler.on_tick(ctx)
             cycle.outputs.extend(ctx.outputs)
@@ -475,7 +414,7 @@ class ServiceLoop:
         failed = self._commit(sorted(touched))
         self._crash.reached("after_offset_store")
         for partition, transaction in cycle.transactions.items():
-            store = self._stores.get(partition)
+            store = self._store(partition)
             if store is None or partition in failed:
                 continue
             if transaction.writes or partition in changelog_high:

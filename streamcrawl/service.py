@@ -21,13 +21,15 @@ from streamcrawl.crashpoints import CrashPoints
 from streamcrawl.handler import Handler
 from streamcrawl.kafka import KafkaProducer, consumer_config, table_consumer_config
 from streamcrawl.logs import configure_logging
-from streamcrawl.loop import Input, ServiceLoop, ServiceSpec
+from streamcrawl.loop import ServiceLoop
 from streamcrawl.membership import MemberPublisher
 from streamcrawl.metrics import LoopMetrics
 from streamcrawl.recovery import ChangelogRestorer
 from streamcrawl.settings import Settings
 from streamcrawl.sideserver import SideServer
+from streamcrawl.spec import Input, ServiceSpec
 from streamcrawl.state import StoreOptions
+from streamcrawl.stores import StateStores
 from streamcrawl.topics import topic_name
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,16 @@ def service_spec(
     )
 
 
+def state_stores(spec: ServiceSpec, settings: Settings) -> StateStores:
+    return StateStores(
+        spec,
+        ChangelogRestorer(table_consumer_config(settings)),
+        StoreOptions(settings.state),
+        settings.state.directory / settings.instance_id,
+        LoopMetrics.for_role(spec.role),
+    )
+
+
 def build_loop(spec: ServiceSpec, handler: Handler, settings: Settings) -> ServiceLoop:
     consumer = Consumer(
         consumer_config(
@@ -73,9 +85,7 @@ def build_loop(spec: ServiceSpec, handler: Handler, settings: Settings) -> Servi
         handler=handler,
         consumer=consumer,
         producer=KafkaProducer.from_settings(settings),
-        restorer=ChangelogRestorer(table_consumer_config(settings)) if spec.stateful else None,
-        state_dir=settings.state.directory / settings.instance_id,
-        store_options=StoreOptions(settings.state) if spec.stateful else None,
+        stores=state_stores(spec, settings) if spec.stateful else None,
         settings=settings.loop,
         metrics=LoopMetrics.for_role(spec.role),
         crash_points=CrashPoints(settings.crash_at),

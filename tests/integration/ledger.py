@@ -16,9 +16,9 @@ import sys
 from schemas.base import InternalModel
 from schemas.serde import decode
 from streamcrawl.handler import BaseHandler, Context, Record
-from streamcrawl.loop import Input, ServiceSpec
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
+from streamcrawl.spec import Input, ServiceSpec
 
 
 class Entry(InternalModel):

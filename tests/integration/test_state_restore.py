@@ -16,9 +16,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from schemas.deadletter import DeadLetter  # noqa: F401  (the loop's dead-letter model)
 from streamcrawl.handler import BaseHandler, Context, Deferred, Record
-from streamcrawl.loop import Input, ServiceLoop
+from streamcrawl.loop import ServiceLoop
 from streamcrawl.service import build_loop, service_spec
 from streamcrawl.settings import Settings
+from streamcrawl.spec import Input
 from tests.integration.ledger import LedgerHandler, ledger_spec
 from tests.support import Deployment, TopicReader, produce_json
 
@@ -84,7 +85,8 @@ def changelog_end(deployment: Deployment) -> int:
 
 
 def accounts_of(loop: ServiceLoop) -> dict[bytes, list[int]]:
-    store = loop._stores[0]
+    store = loop.store(0)
+    assert store is not None
     return {key: json.loads(value) for key, value in store.scan("accounts")}
 
 
