@@ -5,24 +5,35 @@ partition p of each lands on the same instance and one state partition holds a h
 and the crawls owned there. Reads `crawls` and `progress` whole as tables (ready before the loop
 starts consuming). Produces `crawls`, `urls`, `fetch`, `budget`, `progress` and dead letters.
 Frontier tunables come from `STREAMCRAWL_FRONTIER__*` (e.g. `..._LEASE_TIMEOUT_MS`).
+
+Once the tables are loaded it also serves the crawl-control API (`frontier.api`) on its own port,
+publishing to `seeds` through its own producer and reading status from the same two tables.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import ipaddress
 import logging
 import random
 import sys
+import threading
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from frontier.api import TableCrawlView, build_app
 from frontier.clock import SystemClock
-from frontier.config import FrontierConfig, FrontierTopics
+from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.handler import FrontierHandler
 from frontier.progress import ProgressBook
-from schemas import crawls, progress
+from schemas import crawls, progress, seeds
 from schemas.serde import decode
-from streamcrawl.kafka import table_consumer_config
+from streamcrawl.exceptions import FatalKafkaError
+from streamcrawl.kafka import KafkaProducer, table_consumer_config
+from streamcrawl.logs import configure_logging
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
 from streamcrawl.table import TopicTable
@@ -31,14 +42,24 @@ from streamcrawl.topics import topic_name
 log = logging.getLogger(__name__)
 
 TABLES_READY_TIMEOUT_S = 120.0
+PUBLISH_TIMEOUT_S = 30.0
+"""An API request waits this long for the broker to take its record, then answers 503."""
 
 
 class FrontierOptions(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
 
     lease_timeout_ms: Annotated[int, Field(ge=1000)] = 600_000
     fetcher_host_concurrency: Annotated[int, Field(ge=1)] = 2
     progress_interval_ms: Annotated[int, Field(ge=100)] = 1_000
+    api_enabled: bool = True
+    api_host: str = "127.0.0.1"
+    api_port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    """0 picks a free port. When the default port is taken the frontier runs without its API
+    (logged as an error), so several instances on one machine still crawl; a port set explicitly
+    that cannot be bound stops the frontier."""
+    api_token: SecretStr | None = None
+    """When set, every API request needs `Authorization: Bearer <token>`."""
 
     def config(self) -> FrontierConfig:
         return FrontierConfig(
@@ -62,8 +83,124 @@ def decode_progress(raw: bytes | None) -> progress.PartitionProgress:
     return snapshot
 
 
+class SeedPublisher:
+    """The API's `publish`: produce to `seeds`, then await delivery on the caller's event loop.
+
+    A thread serves the producer's delivery callbacks (librdkafka calls them only from poll), which
+    resolve the futures `KafkaProducer.produce` returns; `asyncio.wrap_future` carries each result
+    back to the loop that awaits it.
+    """
+
+    def __init__(
+        self, producer: KafkaProducer, topic: str, timeout_s: float = PUBLISH_TIMEOUT_S
+    ) -> None:
+        self._producer = producer
+        self._topic = topic
+        self._timeout_s = timeout_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="api-deliveries")
+
+    def start(self) -> SeedPublisher:
+        self._thread.start()
+        return self
+
+    async def __call__(self, key: str, value: bytes) -> None:
+        delivery = self._producer.produce(self._topic, key, value)
+        # Shielded: a timeout must not cancel the delivery future, which librdkafka resolves later.
+        await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(delivery)), self._timeout_s)
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._producer.poll(0.1)
+            except FatalKafkaError:
+                # `produce` raises it from now on, so every API request answers 503.
+                log.exception("the crawl API's producer failed")
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._producer.close()
+
+
+class ApiServer:
+    """An aiohttp application served on its own thread and event loop (like the side server), so
+    the synchronous service loop never delays a request and a request never delays the loop."""
+
+    def __init__(self, app: web.Application, host: str, port: int) -> None:
+        self._app = app
+        self._host = host
+        self._port = port
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="api")
+
+    def start(self) -> str:
+        """Serve; returns `host:port` once bound, raises OSError when the address is taken."""
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._serve(), self._loop)
+        return future.result(timeout=10)
+
+    async def _serve(self) -> str:
+        self._runner = web.AppRunner(self._app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        port = self._runner.addresses[0][1] if self._runner.addresses else self._port
+        return f"{self._host}:{port}"
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            cleanup = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
+            cleanup.result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+
+def start_api(
+    settings: FrontierServiceSettings,
+    directory: CrawlDirectory,
+    progress_view: ProgressView,
+    stack: contextlib.ExitStack,
+) -> bool:
+    """Serve the crawl-control API until `stack` closes; False when the frontier must stop."""
+    options = settings.frontier
+    publisher = SeedPublisher(
+        KafkaProducer.from_settings(settings), topic_name(settings, seeds.TOPIC)
+    ).start()
+    app = build_app(publisher, TableCrawlView(directory, progress_view), token=options.api_token)
+    server = ApiServer(app, options.api_host, options.api_port)
+    try:
+        address = server.start()
+    except OSError as error:
+        server.stop()
+        publisher.close()
+        if "api_port" in options.model_fields_set:
+            log.error(
+                "crawl API cannot listen on %s:%d: %s", options.api_host, options.api_port, error
+            )
+            return False
+        log.error("crawl API not served: default port %d: %s", options.api_port, error)
+        return True
+    stack.callback(publisher.close)
+    stack.callback(server.stop)  # first: no request publishes after the producer closed
+    log.info("frontier %s serving the crawl API on http://%s", settings.instance_id, address)
+    if options.api_token is None and not _loopback(options.api_host):
+        log.warning("the crawl API listens on %s without a token", options.api_host)
+    return True
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 def main() -> int:
     settings = FrontierServiceSettings()
+    configure_logging("frontier", settings.instance_id, settings.log_level)
     topics = FrontierTopics.from_prefix(settings.kafka.topic_prefix)
     book = ProgressBook()
     handler: FrontierHandler | None = None
@@ -91,13 +228,16 @@ def main() -> int:
     handler = FrontierHandler(
         settings.frontier.config(), topics, crawl_table, book, SystemClock(), random.Random()
     )
-    crawl_table.start()
-    progress_table.start()
-    try:
+    with contextlib.ExitStack() as stack:
+        for table in (crawl_table, progress_table):
+            table.start()
+            stack.callback(table.stop)
         for table in (crawl_table, progress_table):
             if not table.wait_ready(TABLES_READY_TIMEOUT_S):
                 sys.stderr.write(f"streamcrawl: a frontier table did not load: {table.error}\n")
                 return 2
+        if settings.frontier.api_enabled and not start_api(settings, crawl_table, book, stack):
+            return 2
         spec = service_spec(
             settings,
             "frontier",
@@ -106,6 +246,3 @@ def main() -> int:
             co_partitioned=True,
         )
         return run_service(spec, handler, settings)
-    finally:
-        crawl_table.stop()
-        progress_table.stop()

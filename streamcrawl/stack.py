@@ -52,6 +52,8 @@ class Stack:
     def _spawn(self, role: str, number: int, allow_private_networks: bool) -> Instance:
         instance_id = f"{role}-{number}"
         env = {**self.env, "STREAMCRAWL_INSTANCE_ID": instance_id}
+        if role == "frontier" and number > 0:
+            env["STREAMCRAWL_FRONTIER__API_PORT"] = "0"  # the first frontier keeps the default
         if allow_private_networks and role == "fetcher":
             env["STREAMCRAWL_FETCHER__ALLOWED_NETWORKS"] = (
                 '["127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "::1/128"]'
