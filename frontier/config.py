@@ -1,8 +1,9 @@
 """What the frontier handler is built from: its settings, its topic names and its two read views.
 
 `FrontierConfig` holds the tunables (lease timeout, fetcher per-host concurrency, progress cadence,
-scan and batch bounds, budget request sizes, retry backoff). `FrontierTopics` holds the deployment's
-full topic names, so the handler dispatches on exact names and produces to the right ones.
+scan and batch bounds, budget request sizes, retry backoff, retention of finished crawls).
+`FrontierTopics` holds the deployment's full topic names, so the handler dispatches on exact names
+and produces to the right ones.
 
 Two views are read, never written, by the handler and are injected:
 
@@ -61,6 +62,13 @@ class FrontierConfig:
     bloom_false_positive_rate: float = 0.01
     urls_max_message_bytes: int = urls.TOPIC.max_message_bytes
     """Seed messages are split into parts under this size."""
+    finished_crawl_retention_ms: int = 7 * 24 * 3_600_000
+    """A crawl done or cancelled longer ago than this (its CrawlState's ``updated_at``) has its
+    state deleted from every partition (`frontier.purge`)."""
+    purge_interval_ms: int = 60_000
+    """How often a partition looks for such crawls."""
+    purge_batch: int = 5_000
+    """Keys a purge reads or deletes per tick (the rest wait a cycle)."""
 
     def __post_init__(self) -> None:
         positive = (
@@ -73,9 +81,13 @@ class FrontierConfig:
             self.timer_batch,
             self.pending_batch,
             self.budget_chunk,
+            self.purge_interval_ms,
+            self.purge_batch,
         )
         if min(positive) < 1:
             raise ValueError("frontier intervals, limits and batch sizes must be positive")
+        if self.finished_crawl_retention_ms < 0:
+            raise ValueError("the retention of finished crawls cannot be negative")
 
 
 @dataclass(frozen=True)

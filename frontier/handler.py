@@ -13,7 +13,8 @@ DESIGN.md section 3, steps 1-3, 5, 7 and 8. :class:`FrontierHandler` implements 
 Each tick (once per loop cycle per open partition) expires leases, brings due retries and recrawls
 back, admits pending messages whose crawl appeared (`frontier.timers`), releases every ready host
 (`frontier.release`), and at most every ``progress_interval_ms`` resends unanswered budget requests,
-publishes progress and, on owners, flips finished crawls to done (`frontier.progress`).
+publishes progress and, on owners, flips finished crawls to done (`frontier.progress`). Last, in a
+session of its own, it purges crawls finished longer than the retention ago (`frontier.purge`).
 
 One state partition p holds the hosts of partition p of `urls`, `outcomes` and `scores` and the
 crawls whose ids land on partition p of `seeds` and `budget`: all inputs share the partition count
@@ -29,7 +30,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from frontier import admission, crawlstate, release, timers
+from frontier import admission, crawlstate, purge, release, timers
 from frontier.clock import Clock
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.outcomes import handle_outcome
@@ -100,6 +101,9 @@ class FrontierHandler(BaseHandler):
             new_lease_id=new_lease_id or (lambda: uuid.uuid4().hex),
         )
         self.memory: dict[int, PartitionMemory] = {}
+        self.purges: dict[int, purge.PurgeWork] = {}
+        self.purged = 0
+        """Crawls whose state a partition of this instance purged (one count per partition)."""
         self._directory_version = 0
         self._dispatch: dict[str, Callable[[PartitionSession, Record], None]] = {
             topics.seeds: lambda s, r: crawlstate.handle_seed_message(s, r.value),
@@ -167,6 +171,7 @@ class FrontierHandler(BaseHandler):
             memory.last_progress_ms = now
             self._periodic(session)
         session.finish()
+        self._purge(ctx)
 
     def on_partition_opened(self, ctx: Context) -> None:
         if ctx.partition is None:
@@ -175,9 +180,11 @@ class FrontierHandler(BaseHandler):
         self.memory[ctx.partition] = PartitionMemory.rebuild(
             ctx.table(QUEUE), ctx.table(PENDING), ctx.table(VISITED), self.services.config, now
         )
+        self.purges[ctx.partition] = purge.PurgeWork()
 
     def on_partition_closed(self, partition: int) -> None:
         self.memory.pop(partition, None)
+        self.purges.pop(partition, None)
 
     # ----- internals --------------------------------------------------------------------------
 
@@ -195,6 +202,13 @@ class FrontierHandler(BaseHandler):
             admission.receive_discovered(session, record.value)
         else:
             admission.admit_report(session, record.value)
+
+    def _purge(self, ctx: Context) -> None:
+        """A fresh session: one that cached a crawl record would write it back after its purge."""
+        session = self._session(ctx)
+        work = self.purges.setdefault(session.partition, purge.PurgeWork())
+        self.purged += purge.purge_finished_crawls(session, work)
+        session.finish()
 
     def _periodic(self, session: PartitionSession) -> None:
         for key, _ in list(session.table(CRAWL).scan()):

@@ -25,6 +25,9 @@ meta        ``sequence``                       the partition's arrival counter (
 
 The priority bytes of a queue key are `frontier.priority.encode_priority` followed by a 14-byte BFS
 ordinal (see `frontier.admission`), so a host queue releases in (priority, depth, BFS order).
+
+Every key of a crawl, whatever its table, is deleted once the crawl has been finished for the
+retention (`frontier.purge`, which says how keys not prefixed by the crawl id are found).
 """
 
 from __future__ import annotations
@@ -87,8 +90,12 @@ def read_u64(raw: bytes) -> int:
     return int(_U64.unpack(raw[:8])[0])
 
 
+def visited_prefix(crawl_id: str) -> bytes:
+    return crawl_id.encode() + SEPARATOR
+
+
 def visited_key(crawl_id: str, fingerprint: bytes) -> bytes:
-    return crawl_id.encode() + SEPARATOR + fingerprint
+    return visited_prefix(crawl_id) + fingerprint
 
 
 def deadline_key(deadline_ms: int, lease_id: str) -> bytes:

@@ -52,6 +52,10 @@ class FrontierOptions(BaseModel):
     lease_timeout_ms: Annotated[int, Field(ge=1000)] = 600_000
     fetcher_host_concurrency: Annotated[int, Field(ge=1)] = 2
     progress_interval_ms: Annotated[int, Field(ge=100)] = 1_000
+    finished_crawl_retention_ms: Annotated[int, Field(ge=0)] = 7 * 24 * 3600 * 1000
+    """How long a done or cancelled crawl's state is kept before it is purged."""
+    bloom_expected_urls: Annotated[int, Field(ge=1)] = 1_000_000
+    """URLs per state partition the visited-set Bloom filter is sized for."""
     api_enabled: bool = True
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65535)] = 8080
@@ -66,6 +70,8 @@ class FrontierOptions(BaseModel):
             lease_timeout_ms=self.lease_timeout_ms,
             fetcher_host_concurrency=self.fetcher_host_concurrency,
             progress_interval_ms=self.progress_interval_ms,
+            finished_crawl_retention_ms=self.finished_crawl_retention_ms,
+            bloom_expected_urls=self.bloom_expected_urls,
         )
 
 
