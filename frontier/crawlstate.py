@@ -213,10 +213,18 @@ def resend_budget(session: PartitionSession, crawl_id: str) -> None:
 
 
 def flip_done_crawls(session: PartitionSession) -> None:
-    """Owner tick: mark active crawls done when every partition's progress says so."""
+    """Owner tick: mark active crawls done when every partition's progress says so, or when
+    their max_duration_ms has passed since they started (their queued URLs are then dropped)."""
     for _, raw in list(session.table(OWNED).scan()):
         state = CrawlState.model_validate_json(raw)
         if state.status != "active":
+            continue
+        limit = state.request.max_duration_ms
+        if limit > 0 and session.now_ms - state.created_at >= limit:
+            log.info("crawl %s reached its max_duration_ms of %d", state.crawl_id, limit)
+            publish_state(
+                session, state.model_copy(update={"status": "done", "updated_at": session.now_ms})
+            )
             continue
         snapshots = session.services.progress.snapshots(state.crawl_id)
         if crawl_done(

@@ -62,7 +62,9 @@ def release_host(session: PartitionSession, host: str) -> None:
         if entry.crawl_id in blocked:
             continue
         crawl = session.crawl_state(entry.crawl_id)
-        if crawl is None or crawl.status == "paused":
+        if crawl is None or crawl.status in ("paused", "done"):
+            # A done crawl may keep URLs (its budget or time limit ran out): they are never
+            # leased, and the purge of finished crawls removes them.
             blocked.add(entry.crawl_id)
             continue
         if crawl.status == "cancelled":

@@ -143,3 +143,26 @@ def test_memory_holds_hosts_not_urls(tmp_path: Path) -> None:
     rebuilt = sim.handlers[0].memory[0].heap
     assert rebuilt.queued == heap.queued
     sim.close()
+
+
+def test_a_crawl_past_its_max_duration_is_done_and_releases_nothing_more(tmp_path: Path) -> None:
+    site = {f"{A}/": [f"/{n}" for n in range(5)]}
+    sim = Simulation(tmp_path, site=site, auto_fetch=False)
+    sim.start(CrawlRequest(crawl_id="t", seeds=[f"{A}/"], max_duration_ms=30_000))
+    sim.run()
+    [seed] = sim.held_fetches
+    sim.fetch(seed)
+    sim.run()
+    assert sim.status("t") == "active"
+    leased_before = len(sim.fetches)
+    sim.clock.advance_ms(31_000)
+    sim.tick_all()
+    sim.run()
+    assert sim.status("t") == "done"
+    for request in sim.held_fetches[1:]:
+        sim.fetch(request)
+    sim.run()
+    sim.clock.advance_ms(60_000)
+    sim.tick_all()
+    sim.run()
+    assert len(sim.fetches) == leased_before  # nothing released after the time limit
