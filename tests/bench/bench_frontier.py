@@ -1,0 +1,622 @@
+"""Benchmark: the frontier admitting URLs against the bare cost of storing them, per core.
+
+URLs come from a deterministic generator over ``--hosts`` hosts (``https://h{n}.example/...`` in
+eight shapes: dated articles, tracking parameters, dot segments, lowercase escapes, an upper-case
+host with the default port, fragments), all distinct after canonicalisation and made one cycle at a
+time, so the generator's memory stays flat. Message m holds ``--urls-per-message`` URLs of host
+``m mod hosts`` at depth 1 with a source page, as the parser sends them. One process, one run:
+
+1. Frontier, run first so that ``ru_maxrss`` at its checkpoints is its own: a real
+   `FrontierHandler` over a real `PartitionStore` with the kernel's default `StoreOptions`, driven
+   as `streamcrawl.loop.ServiceLoop` drives it minus Kafka. Per cycle of ``--batch-messages``
+   messages (the loop's default batch): one top-level `Transaction`; each message decoded by the
+   handler's decoder and handled on a child transaction merged into it; one ``store.write``. The
+   directory (a dict) holds the crawl with an unlimited budget and a scope that admits everything
+   (``same_domain="any"``, ``max_depth=-1``), *paused*: admission ignores pause (it only refuses
+   cancelled crawls), so every URL takes the production admission path, and a release leases
+   nothing. The timed cycles leave out ``on_tick``, the loop's release step, because with nothing
+   to lease its work is re-parking the hosts the cycle woke: release cost, not admission cost, and
+   large (each host's queue scan walks every write of the cycle's transaction). So it is not
+   hidden, the cycles reaching the memory checkpoints run their tick where the loop does (after the
+   messages, on the cycle's transaction), timed apart; hosts woken by earlier, tickless cycles are
+   parked first, as their ticks would have left them. ``--recheck`` also times the 30 s parked-host
+   recheck (every queued host retried) at the end. The clock is a `FakeClock`, ``CYCLE_MS`` a cycle.
+2. Baseline, the bare cost: the same URL strings, `canonical_url` + `url_fingerprint` + one put per
+   URL (fingerprint -> canonical URL) into a fresh `PartitionStore` with the same options, one
+   ``store.write`` per as many URLs as a frontier cycle carries.
+
+Rates are URLs per CPU second of the process (all threads, so RocksDB's flushes and compactions
+count), input generation left out, i.e. per core; wall rates too. Target: frontier / bare >= 0.5.
+Memory: current RSS (``/proc/self/statm``) and peak RSS (``ru_maxrss``) after a tenth of the URLs
+(0.5 M by default) and after all (5 M), target RSS(5 M) <= 1.5 x RSS(0.5 M), beside the deep size of
+the handler's structures (`HostHeap`, all of `PartitionMemory`) and RocksDB's own estimates. Not a
+test: nothing asserts a duration; the run fails only if the frontier did not queue every URL exactly
+once, since it would then have measured something else.
+
+    python -m tests.bench.bench_frontier [--urls 5000000] [--hosts 50000] [--recheck]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+# Run as a script, the repository root is not on sys.path; put it first so that this checkout's
+# packages are measured, not whichever copy an editable install points at.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from frontier.clock import FakeClock
+from frontier.config import FrontierConfig, FrontierTopics
+from frontier.handler import FrontierHandler, decode_urls, random_lease_ids
+from frontier.progress import ProgressBook
+from frontier.records import CRAWL, TABLES, CrawlRecord
+from frontier.session import PartitionMemory
+from schemas.canonical import canonical_url, url_fingerprint
+from schemas.crawls import CrawlState, StoredCrawlRequest
+from streamcrawl.handler import Context, Record
+from streamcrawl.recovery import source_header
+from streamcrawl.settings import LoopSettings, StateSettings
+from streamcrawl.state import PartitionStore, StoreOptions, Transaction
+
+TARGET_RATIO = 0.5
+TARGET_RSS_GROWTH = 1.5
+CRAWL_ID = "bench"
+PARTITION = 0
+CYCLE_MS = 10
+"""Fake time per cycle: short, so no sampled tick finds the 30 s parked-host recheck due before
+150 M URLs (``--recheck`` times that recheck on its own)."""
+START_MS = 1_700_000_000_000
+MIB = 1024 * 1024
+
+T = TypeVar("T")
+
+SECTIONS = ("news", "products", "wiki", "blog", "docs", "forum", "shop", "about", "help")
+TRACKING = ("utm_source=newsletter&utm_medium=email", "gclid=Cj0KCQiA", "fbclid=IwAR2x", "_ga=2.1")
+
+
+# ----- the URL generator ----------------------------------------------------------------------
+
+
+def host_name(message: int, hosts: int) -> str:
+    return f"h{message % hosts}.example"
+
+
+def raw_url(host: str, index: int) -> str:
+    """URL number ``index`` (globally unique) of ``host``, in one of eight shapes."""
+    section = SECTIONS[(index >> 3) % len(SECTIONS)]
+    shape = index & 7
+    if shape == 0:
+        return f"https://{host}/{section}/2024/{index % 12 + 1:02d}/article-{index}.html"
+    if shape == 1:
+        return f"https://{host}/{section}/item/{index}?ref=home&{TRACKING[index % 4]}"
+    if shape == 2:
+        return f"https://{host}/search?q=term+{index}&page={index % 50}&fbclid=x{index % 997}"
+    if shape == 3:
+        return f"https://{host}/{section}/a/../b/./page-{index}"
+    if shape == 4:
+        return f"https://{host}/{section}/Caf%c3%a9_{index}#top"
+    if shape == 5:
+        return f"HTTPS://{host.upper()}:443/{section}/{index}/"
+    if shape == 6:
+        return f"https://{host}/{section}/list?sort=desc&id={index}&utm_campaign=spring"
+    return f"https://{host}/{section}/tags/{index % 1000}/post-{index}?lang=en"
+
+
+@dataclass(frozen=True)
+class Shape:
+    urls: int
+    hosts: int
+    per_message: int
+    batch_messages: int
+
+    @property
+    def messages(self) -> int:
+        return -(-self.urls // self.per_message)
+
+    @property
+    def cycles(self) -> int:
+        return -(-self.messages // self.batch_messages)
+
+    def cycle_messages(self, cycle: int) -> range:
+        first = cycle * self.batch_messages
+        return range(first, min(first + self.batch_messages, self.messages))
+
+    def count(self, message: int) -> int:
+        """URLs in a message: all full but perhaps the last."""
+        return min(self.per_message, self.urls - message * self.per_message)
+
+
+def message_urls(shape: Shape, message: int) -> tuple[str, list[str]]:
+    """The host and URLs of message number ``message``; URL numbers run on across messages."""
+    host = host_name(message, shape.hosts)
+    first = message * shape.per_message
+    return host, [raw_url(host, index) for index in range(first, first + shape.count(message))]
+
+
+def message_bytes(shape: Shape, message: int, now_ms: int) -> tuple[str, bytes]:
+    """The DiscoveredUrls of message number ``message`` as the parser would produce it."""
+    host, urls = message_urls(shape, message)
+    value = {
+        "kind": "discovered_urls",
+        "crawl_id": CRAWL_ID,
+        "host": host,
+        "depth": 1,
+        "source_url": f"https://{host_name(message + 1, shape.hosts)}/index-{message}.html",
+        "discovered_at": now_ms,
+        "urls": [{"url": url} for url in urls],
+    }
+    return host, json.dumps(value, separators=(",", ":")).encode()
+
+
+# ----- measuring ------------------------------------------------------------------------------
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def deep_size(root: object) -> int:
+    """Bytes of ``root`` and all it holds (containers, dataclass fields), each object once."""
+    seen: set[int] = set()
+    stack = [root]
+    total = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, list | tuple | set | frozenset):
+            stack.extend(obj)
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+            stack.append(vars(obj))
+    return total
+
+
+@dataclass
+class Meter:
+    """CPU (all threads) and wall time of a phase, less the time spent on what it must not count:
+    generating its input, and the sampled ticks of the frontier."""
+
+    started_cpu: float = field(default_factory=time.process_time)
+    started_wall: float = field(default_factory=time.perf_counter)
+    excluded_cpu: float = 0.0
+    excluded_wall: float = 0.0
+    sections: dict[str, float] = field(default_factory=dict)
+    """Main-thread CPU seconds per named section."""
+
+    def excluded(self, work: Callable[..., T], *args: Any) -> tuple[T, float, float]:
+        """Run ``work(*args)`` outside the phase's time; return its result, CPU and wall seconds."""
+        cpu, wall = time.thread_time(), time.perf_counter()
+        result = work(*args)
+        cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+        self.excluded_cpu += cpu
+        self.excluded_wall += wall
+        return result, cpu, wall
+
+    def section(self, name: str, since: float) -> float:
+        now = time.thread_time()
+        self.sections[name] = self.sections.get(name, 0.0) + now - since
+        return now
+
+    def totals(self) -> tuple[float, float]:
+        cpu = time.process_time() - self.started_cpu - self.excluded_cpu
+        wall = time.perf_counter() - self.started_wall - self.excluded_wall
+        return cpu, wall
+
+
+@dataclass(frozen=True)
+class RocksDbMemory:
+    """What RocksDB holds in memory, by its own estimates, summed over the column families."""
+
+    memtables: int
+    table_readers: int
+    block_cache: int
+
+    @classmethod
+    def of(cls, store: PartitionStore) -> RocksDbMemory:
+        # PartitionStore has no property accessor; its column family views answer per family.
+        families = store._families.values()
+        cache = next(iter(families)).property_int_value("rocksdb.block-cache-usage") or 0
+        return cls(
+            memtables=sum(
+                f.property_int_value("rocksdb.cur-size-all-mem-tables") or 0 for f in families
+            ),
+            table_readers=sum(
+                f.property_int_value("rocksdb.estimate-table-readers-mem") or 0 for f in families
+            ),
+            block_cache=cache,
+        )
+
+    @property
+    def total(self) -> int:
+        return self.memtables + self.table_readers + self.block_cache
+
+
+@dataclass(frozen=True)
+class MemoryPoint:
+    label: str
+    queued: int
+    rss: int
+    peak: int
+    heap_hosts: int
+    heap_entries: int
+    heap_bytes: int
+    memory_bytes: int
+    rocksdb: RocksDbMemory
+    tick_cpu: float | None = None
+    tick_hosts: int = 0
+
+
+@dataclass
+class FrontierRun:
+    cpu: float
+    wall: float
+    sections: dict[str, float]
+    points: list[MemoryPoint]
+    counters: dict[str, int]
+    recheck: Recheck | None
+
+
+@dataclass(frozen=True)
+class Recheck:
+    cpu: float
+    wall: float
+    hosts: int
+
+
+@dataclass(frozen=True)
+class BareRun:
+    cpu: float
+    wall: float
+    sections: dict[str, float]
+
+
+# ----- the frontier ---------------------------------------------------------------------------
+
+
+def paused_crawl() -> CrawlState:
+    request = StoredCrawlRequest(
+        crawl_id=CRAWL_ID,
+        seeds=["https://h0.example/"],
+        max_depth=-1,
+        max_links=-1,
+        same_domain="any",
+    )
+    return CrawlState(
+        crawl_id=CRAWL_ID,
+        request=request,
+        status="paused",
+        created_at=START_MS,
+        updated_at=START_MS,
+        owner_partition=PARTITION,
+    )
+
+
+class Frontier:
+    """One frontier partition, driven like the service loop drives it (without Kafka)."""
+
+    def __init__(self, path: Path, options: StoreOptions) -> None:
+        self.clock = FakeClock(now_ms=START_MS)
+        self.topics = FrontierTopics.from_prefix("bench.")
+        self.directory: dict[str, CrawlState] = {CRAWL_ID: paused_crawl()}
+        self.store = PartitionStore(path, TABLES, options)
+        self.handler = FrontierHandler(
+            FrontierConfig(),
+            self.topics,
+            self.directory,
+            ProgressBook(),
+            self.clock,
+            random.Random(0),
+            random_lease_ids(random.Random(1)),
+        )
+        self.changelog_offset = -1
+        self.outputs = 0
+        self.dead_letters = 0
+        opening = Transaction(self.store)
+        self.handler.on_partition_opened(Context(partition=PARTITION, transaction=opening))
+        self._write(opening)
+
+    @property
+    def memory(self) -> PartitionMemory:
+        return self.handler.memory[PARTITION]
+
+    def cycle(
+        self, inputs: list[tuple[int, str, bytes]], meter: Meter, tick: bool
+    ) -> tuple[float, int]:
+        """One loop cycle: each record on a child transaction, the tick if asked, one write.
+
+        Returns the tick's CPU seconds, which the meter leaves out, and the hosts it released."""
+        began = time.thread_time()
+        cycle = Transaction(self.store)
+        records = []
+        for offset, key, raw in inputs:
+            value = decode_urls(raw)
+            records.append(
+                Record(self.topics.urls, PARTITION, offset, key, value, [], self.clock.now_ms())
+            )
+        began = meter.section("decode", began)
+        for record in records:
+            ctx = Context(
+                partition=PARTITION,
+                transaction=Transaction(cycle),
+                source=source_header(record.topic, record.partition, record.offset),
+            )
+            self.handler.handle(record, ctx)
+            if ctx.dead_letter_reason is not None:
+                self.dead_letters += 1
+                continue
+            if ctx.transaction is not None:
+                ctx.transaction.merge_into_parent()
+            self.outputs += len(ctx.outputs)
+        began = meter.section("handle", began)
+        tick_cpu, tick_hosts = 0.0, 0
+        if tick:
+            tick_hosts = len(self.memory.heap.ready_at)
+            _, tick_cpu, _ = meter.excluded(self.tick, cycle)
+            began = time.thread_time()
+        self._write(cycle)
+        meter.section("store.write", began)
+        self.clock.advance_ms(CYCLE_MS)
+        return tick_cpu, tick_hosts
+
+    def park_woken_hosts(self) -> None:
+        """Leave the HostHeap as the ticks the timed cycles skip would have: with the crawl
+        paused, a tick's release parks every host it pops (no writes, no reschedule), so popping
+        them is the same state without the scans (whose cost the recheck measures)."""
+        heap = self.memory.heap
+        while heap.pop_ready(self.clock.now_ms()) is not None:
+            pass
+
+    def tick(self, cycle: Transaction) -> None:
+        ctx = Context(partition=PARTITION, transaction=cycle)
+        self.handler.on_tick(ctx)
+        self.outputs += len(ctx.outputs)
+
+    def _write(self, transaction: Transaction) -> None:
+        if transaction.writes:
+            self.changelog_offset += len(transaction.writes)
+            self.store.write(transaction.writes, "bench.changelog", self.changelog_offset)
+
+    def recheck_all_hosts(self) -> Recheck:
+        """The parked-host safety net (``parked_recheck_ms``): one tick that retries every host."""
+        hosts = len(self.memory.heap.queued)
+        self.clock.advance_ms(FrontierConfig().parked_recheck_ms)
+        cpu, wall = time.process_time(), time.perf_counter()
+        cycle = Transaction(self.store)
+        self.tick(cycle)
+        self._write(cycle)
+        return Recheck(time.process_time() - cpu, time.perf_counter() - wall, hosts)
+
+    def memory_point(
+        self, label: str, queued: int, tick_cpu: float | None = None, tick_hosts: int = 0
+    ) -> MemoryPoint:
+        heap = self.memory.heap
+        return MemoryPoint(
+            label=label,
+            queued=queued,
+            rss=rss_bytes(),
+            peak=peak_rss_bytes(),
+            heap_hosts=len(heap.queued),
+            heap_entries=len(heap._heap),  # stale entries included: they are memory too
+            heap_bytes=deep_size(heap),
+            memory_bytes=deep_size(self.handler.memory) + deep_size(self.handler.services._scope),
+            rocksdb=RocksDbMemory.of(self.store),
+            tick_cpu=tick_cpu,
+            tick_hosts=tick_hosts,
+        )
+
+    def counters(self) -> dict[str, int]:
+        raw = self.store.get(CRAWL, CRAWL_ID.encode())
+        return {} if raw is None else dict(CrawlRecord.decode(raw).counters)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def run_frontier(shape: Shape, root: Path, recheck: bool) -> FrontierRun:
+    """Admit every URL; memory (and one tick) measured in the cycles reaching a tenth and all."""
+    frontier = Frontier(root / "frontier", StoreOptions(StateSettings()))
+    points = [frontier.memory_point("start", 0)]
+    meter = Meter()
+    admitted = 0
+    checkpoints = (max(shape.urls // 10, 1), shape.urls)
+    for cycle in range(shape.cycles):
+        messages = shape.cycle_messages(cycle)
+        inputs, _, _ = meter.excluded(frontier_inputs, shape, messages, frontier.clock)
+        before = admitted
+        admitted += sum(shape.count(m) for m in messages)
+        reached = any(before < mark <= admitted for mark in checkpoints)
+        if reached:
+            meter.excluded(frontier.park_woken_hosts)
+        tick_cpu, tick_hosts = frontier.cycle(inputs, meter, tick=reached)
+        if reached:
+            label = f"{admitted / 1e6:g} M"
+            point, _, _ = meter.excluded(
+                frontier.memory_point, label, admitted, tick_cpu, tick_hosts
+            )
+            points.append(point)
+        progress(admitted, shape.urls, "frontier")
+    cpu, wall = meter.totals()
+    counters = frontier.counters()
+    rechecked = frontier.recheck_all_hosts() if recheck else None
+    frontier.close()
+    counters["dead_lettered"] = frontier.dead_letters
+    counters["outputs"] = frontier.outputs
+    return FrontierRun(cpu, wall, meter.sections, points, counters, rechecked)
+
+
+def progress(done: int, total: int, phase: str) -> None:
+    """A line on stderr at each tenth, so that a long run shows it is alive."""
+    step = max(total // 10, 1)
+    if done // step != (done - 1) // step or done == total:
+        print(f"{phase}: {done:,} of {total:,} URLs", file=sys.stderr, flush=True)
+
+
+def frontier_inputs(
+    shape: Shape, messages: range, clock: FakeClock
+) -> list[tuple[int, str, bytes]]:
+    """(offset, key, value) of each message of a cycle; the offset is the message number."""
+    inputs = []
+    for message in messages:
+        host, raw = message_bytes(shape, message, clock.now_ms())
+        inputs.append((message, host, raw))
+    return inputs
+
+
+# ----- the bare baseline ----------------------------------------------------------------------
+
+
+def run_bare(shape: Shape, root: Path) -> BareRun:
+    store = PartitionStore(root / "bare", ("visited",), StoreOptions(StateSettings()))
+    meter = Meter()
+    done = 0
+    for cycle in range(shape.cycles):
+        urls, _, _ = meter.excluded(bare_inputs, shape, shape.cycle_messages(cycle))
+        began = time.thread_time()
+        changes: dict[tuple[str, bytes], bytes | None] = {}
+        for url in urls:
+            canonical = canonical_url(url)
+            if canonical is not None:
+                changes[("visited", url_fingerprint(canonical))] = canonical.encode()
+        began = meter.section("canonical+fingerprint", began)
+        store.write(changes, "bench.changelog", None)
+        meter.section("store.write", began)
+        done += len(urls)
+        progress(done, shape.urls, "bare")
+    cpu, wall = meter.totals()
+    store.close()
+    return BareRun(cpu, wall, meter.sections)
+
+
+def bare_inputs(shape: Shape, messages: range) -> list[str]:
+    return [url for message in messages for url in message_urls(shape, message)[1]]
+
+
+# ----- report ---------------------------------------------------------------------------------
+
+
+def check_admissions(shape: Shape, counters: dict[str, int]) -> None:
+    """Every URL admitted once and still queued, nothing rejected, leased or dead-lettered."""
+    expected = {"discovered": shape.urls, "admitted": shape.urls, "queued": shape.urls}
+    wrong = {name: counters.get(name, 0) for name, value in expected.items()}
+    wrong = {name: value for name, value in wrong.items() if value != expected[name]}
+    others = {
+        name: value
+        for name, value in counters.items()
+        if value
+        and (name.startswith("rejected_") or name in ("duplicate", "leases", "dead_lettered"))
+    }
+    if wrong or others:
+        raise SystemExit(f"the frontier did not queue every URL once: {wrong} {others}")
+
+
+def rate(count: int, seconds: float) -> str:
+    return f"{count / seconds:,.0f}" if seconds > 0 else "-"
+
+
+def report(shape: Shape, frontier: FrontierRun, bare: BareRun) -> None:
+    print(
+        f"frontier admission: {shape.urls:,} URLs over {shape.hosts:,} hosts, "
+        f"{shape.per_message} URLs per DiscoveredUrls, {shape.batch_messages} messages "
+        f"({shape.batch_messages * shape.per_message:,} URLs) per cycle and per bare WriteBatch"
+    )
+    print(f"\n{'':34}{'CPU s':>8}{'wall s':>8}{'URLs/CPU s':>12}{'URLs/wall s':>13}{'ratio':>7}")
+    bare_rate = shape.urls / bare.cpu
+    for name, run in (("bare: canonical + fp + put", bare), ("frontier: handle + write", frontier)):
+        print(
+            f"{name:34}{run.cpu:8.1f}{run.wall:8.1f}{rate(shape.urls, run.cpu):>12}"
+            f"{rate(shape.urls, run.wall):>13}{shape.urls / run.cpu / bare_rate:7.2f}"
+        )
+    print(f"target: frontier / bare >= {TARGET_RATIO} in URLs per CPU second (per core)")
+    for name, run in (("bare", bare), ("frontier", frontier)):
+        print(f"\n{name}: where the CPU went (sections on the main thread)")
+        for section, seconds in run.sections.items():
+            print(f"  {section:32}{seconds:8.1f} s{100 * seconds / run.cpu:5.0f} %")
+        background = run.cpu - sum(run.sections.values())
+        share = 100 * background / run.cpu
+        print(f"  {'other threads (RocksDB), rest':32}{background:8.1f} s{share:5.0f} %")
+    cycle_urls = shape.batch_messages * shape.per_message
+    print("\ntick (release step, crawl paused: nothing leased), kept out of the rates above:")
+    for point in frontier.points:
+        if point.tick_cpu is not None:
+            print(
+                f"  the cycle reaching {point.label}: {point.tick_hosts:,} woken hosts re-parked in"
+                f" {point.tick_cpu:.2f} CPU s, i.e. {rate(cycle_urls, point.tick_cpu)} URLs/CPU s"
+                " if every cycle paid it"
+            )
+    if frontier.recheck is not None:
+        print(
+            f"  parked-host recheck (due every {FrontierConfig().parked_recheck_ms // 1000} s):"
+            f" {frontier.recheck.hosts:,} hosts retried in {frontier.recheck.cpu:.1f} CPU s"
+            f" ({frontier.recheck.wall:.1f} s wall)"
+        )
+    print(
+        f"\n{'memory':8}{'queued':>10}{'RSS':>6}{'peak':>6}{'heap hosts':>11}{'entries':>8}"
+        f"{'HostHeap':>9}{'PartitionMemory':>16}{'RocksDB: memtables':>19}{'readers':>8}"
+        f"{'cache':>6}"
+    )
+    for point in frontier.points:
+        rocksdb = point.rocksdb
+        print(
+            f"{point.label:8}{point.queued:>10,}{point.rss / MIB:6.0f}{point.peak / MIB:6.0f}"
+            f"{point.heap_hosts:>11,}{point.heap_entries:>8,}{point.heap_bytes / MIB:9.1f}"
+            f"{point.memory_bytes / MIB:16.1f}{rocksdb.memtables / MIB:19.1f}"
+            f"{rocksdb.table_readers / MIB:8.1f}{rocksdb.block_cache / MIB:6.1f}"
+        )
+    print("(MiB; heap entries include stale ones; RocksDB's own estimates, all tables)")
+    if len(frontier.points) >= 3:
+        tenth, full = frontier.points[-2], frontier.points[-1]
+        print(
+            f"RSS at {full.label} / RSS at {tenth.label}: {full.rss / tenth.rss:.2f}"
+            f" (peak: {full.peak / tenth.peak:.2f}); target <= {TARGET_RSS_GROWTH}"
+        )
+    counters = ", ".join(f"{k}={v:,}" for k, v in sorted(frontier.counters.items()))
+    print(f"\nfrontier counters: {counters}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--urls", type=int, default=5_000_000)
+    parser.add_argument("--hosts", type=int, default=50_000)
+    parser.add_argument("--urls-per-message", type=int, default=100)
+    parser.add_argument("--batch-messages", type=int, default=LoopSettings().batch_size)
+    parser.add_argument("--state-dir", type=Path, default=None, help="default: a temporary dir")
+    parser.add_argument(
+        "--recheck", action="store_true", help="also time the 30 s parked-host recheck at the end"
+    )
+    args = parser.parse_args()
+    shape = Shape(args.urls, args.hosts, args.urls_per_message, args.batch_messages)
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(dir=args.state_dir) as tmp:
+        frontier = run_frontier(shape, Path(tmp), args.recheck)
+        check_admissions(shape, frontier.counters)
+        bare = run_bare(shape, Path(tmp))
+    report(shape, frontier, bare)
+    print(
+        f"load average (1 min) at start {load:.2f}, at end {os.getloadavg()[0]:.2f}"
+        f" on {os.cpu_count()} CPUs: CPU time, unlike wall time, leaves other processes out"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
