@@ -6,17 +6,32 @@ host's politeness allows (DESIGN section 3, step 4), fetches, and finishes the D
 to produce: a FetchedPage to `pages`, a FetchOutcome to `outcomes`, and for a redirect a REDIRECT
 edge to `links`. Only then does the loop commit the request's offset, so a crash re-fetches rather
 than loses. A request whose lease deadline has passed is dropped unfetched (the frontier has queued
-it again); requests of revoked partitions are dropped too (their new owner gets them).
+it again); requests of revoked partitions are dropped too (their new owner gets them). Every
+Deferred is finished exactly once, after an unexpected error too (with a retryable outcome), so no
+partition's watermark waits forever; only :meth:`Dispatcher.stop` cancels fetches in flight
+without finishing theirs.
+
+Nothing polls: requests arriving (taken from an inbox in one go, so a poll's worth of them wakes
+the loop once), a fetch ending and the timer set for the next host's allowed time each schedule
+one pass over the queues (:meth:`Dispatcher._dispatch`), however many of them happen at once.
+
+Read-ahead: :attr:`Dispatcher.buffered` counts requests submitted and not yet started or dropped,
+and :attr:`Dispatcher.full` says when it reached ``read_ahead``; both are safe to read from the
+service's thread, so the service could pause its partitions on them (with
+:attr:`Dispatcher.can_resume`, at half, to resume). Today the kernel bounds the same thing per
+partition instead: it pauses a partition once ``max_uncommitted_per_partition`` of its messages
+are unfinished or finished above an unfinished one, so the read-ahead stays below partitions x that.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
 import math
 import threading
 from dataclasses import dataclass
+from typing import cast
 
 import aiohttp
 
@@ -24,8 +39,8 @@ from fetcher.clock import Clock
 from fetcher.host_queues import HostQueues
 from fetcher.http import fetch, open_session
 from fetcher.politeness import Grant, Politeness
-from fetcher.results import FetchResult, FetchTarget
-from fetcher.robots import RobotsCache
+from fetcher.results import Body, FetchResult, FetchTarget, SentHook
+from fetcher.robots import RobotsCache, robots_origin
 from fetcher.settings import FetcherSettings
 from schemas import links, outcomes, pages
 from schemas.base import now_millis
@@ -47,13 +62,15 @@ class FetchTopics:
     links: str
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, slots=True)
 class Job:
     """One request in flight through the dispatcher, with where its results go."""
 
     request: FetchRequest
     deferred: Deferred
     partition: int
+    finished: bool = False
+    """The Deferred was finished (or is being finished) by this dispatcher."""
 
     @property
     def crawl_id(self) -> str:
@@ -84,13 +101,24 @@ class Dispatcher:
             self._politeness, clock, capacity=settings.read_ahead
         )
         self._loop = asyncio.new_event_loop()
-        self._wake = asyncio.Event()
+        self._stopped: asyncio.Future[None] | None = None
         self._stopping = False
+        self._dispatch_due = False
+        self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._run, name="fetch-dispatcher", daemon=True)
         self._started = threading.Event()
         self._session: aiohttp.ClientSession | None = None
         self._robots: RobotsCache | None = None
+        self._inbox: list[Job] = []
+        self._inbox_lock = threading.Lock()
+        self._inbox_due = False
+        """An _accept is scheduled and will take what is in the inbox."""
+        self._submitted = 0
+        """Written under the inbox lock (by the service's thread)."""
+        self._left = 0
+        """Requests that left the read-ahead (started, dropped, handed back); written by the loop's
+        thread only."""
         self.dropped_expired = 0
 
     # ----- called from the service loop's thread ---------------------------------------------
@@ -101,7 +129,31 @@ class Dispatcher:
             raise RuntimeError("fetch dispatcher did not start")
 
     def submit(self, request: FetchRequest, deferred: Deferred, partition: int) -> None:
-        self._loop.call_soon_threadsafe(self._accept, Job(request, deferred, partition))
+        """Queue a request; the loop takes everything submitted since it last looked in one go
+        (one wake-up for a poll's worth of requests, not one each)."""
+        with self._inbox_lock:
+            self._submitted += 1
+            self._inbox.append(Job(request, deferred, partition))
+            if self._inbox_due:
+                return
+            self._inbox_due = True
+        self._loop.call_soon_threadsafe(self._accept)
+
+    @property
+    def buffered(self) -> int:
+        """Requests submitted and not yet started or dropped (any thread may ask)."""
+        left = self._left  # first: it never passes what was submitted before it was read
+        return self._submitted - left
+
+    @property
+    def full(self) -> bool:
+        """The read-ahead reached ``read_ahead``: the service should pause its partitions."""
+        return self.buffered >= self._settings.read_ahead
+
+    @property
+    def can_resume(self) -> bool:
+        """The read-ahead is below half of ``read_ahead``: paused partitions may resume."""
+        return self.buffered < self._settings.read_ahead // 2
 
     def revoke(self, partitions: set[int]) -> None:
         self._loop.call_soon_threadsafe(self._drop_partitions, partitions)
@@ -130,58 +182,83 @@ class Dispatcher:
             self._robots = RobotsCache.from_session(
                 self._settings.robots, session, self._settings.http, self._clock
             )
+            self._stopped = self._loop.create_future()
             self._started.set()
+            self._schedule()
             try:
-                await self._pump()
+                await self._stopped
             finally:
+                if self._timer is not None:
+                    self._timer.cancel()
                 for task in self._tasks:
                     task.cancel()
                 await asyncio.gather(*self._tasks, return_exceptions=True)
                 await self._robots.close()
 
-    def _accept(self, job: Job) -> None:
-        self._politeness.note_request(
-            job.host, job.crawl_id, job.request.politeness_delay_ms / 1000
-        )
-        self._queues.push(job)
-        self._wake.set()
+    def _accept(self) -> None:
+        with self._inbox_lock:
+            jobs, self._inbox, self._inbox_due = self._inbox, [], False
+        for job in jobs:
+            self._queues.push(job)
+        self._schedule()
 
     def _drop_partitions(self, partitions: set[int]) -> None:
         for job in self._queues.remove_where(lambda queued: queued.partition in partitions):
-            job.deferred.finish()  # nothing produced; the new owner fetches it
+            self._left += 1
+            self._finish_deferred(job)  # nothing produced; the new owner fetches it
             self._politeness.forget(job.host)
 
     def _abandon_queued(self) -> None:
         for job in self._queues.remove_where(lambda queued: True):
+            self._left += 1
+            job.finished = True
             job.deferred.abandon()
 
     def _begin_stop(self) -> None:
         self._stopping = True
-        self._wake.set()
+        if self._stopped is not None and not self._stopped.done():
+            self._stopped.set_result(None)
 
-    async def _pump(self) -> None:
-        while not self._stopping:
-            for job in self._queues.drop_expired():
-                self.dropped_expired += 1
-                job.deferred.finish()
-            while (item := self._queues.pop_ready()) is not None:
-                task = asyncio.ensure_future(self._serve(*item))
-                self._tasks.add(task)
-                task.add_done_callback(self._task_done)
-            await self._sleep_until_next()
+    def _schedule(self) -> None:
+        """Have :meth:`_dispatch` run soon, once however often this is called before it does."""
+        if not self._dispatch_due:
+            self._dispatch_due = True
+            self._loop.call_soon(self._dispatch)
 
-    async def _sleep_until_next(self) -> None:
-        next_at = self._queues.next_ready_at()
+    def _dispatch(self) -> None:
+        """Drop expired requests, start every request politeness allows now, and set the timer
+        for the next one."""
+        self._dispatch_due = False
+        if self._stopping:
+            return
+        for job in self._queues.drop_expired():
+            self._left += 1
+            self.dropped_expired += 1
+            self._finish_deferred(job)
+        while (item := self._queues.pop_ready()) is not None:
+            self._left += 1
+            task = self._loop.create_task(self._serve(*item))
+            self._tasks.add(task)
+            task.add_done_callback(self._task_done)
+        self._set_timer()
+
+    def _set_timer(self) -> None:
+        """Wake at the next allowed time, and at least every IDLE_WAIT_S to drop expired leases;
+        a timer already set early enough stays (waking early costs one empty pass)."""
         wait_s = IDLE_WAIT_S
+        next_at = self._queues.next_ready_at()
         if next_at is not None and not math.isinf(next_at):
-            wait_s = min(IDLE_WAIT_S, max(0.0, next_at - self._clock.monotonic()))
-        self._wake.clear()
-        with contextlib.suppress(TimeoutError):  # a delay ran out: look at the queues again
-            await asyncio.wait_for(self._wake.wait(), timeout=wait_s)
+            wait_s = min(wait_s, max(0.0, next_at - self._clock.monotonic()))
+        wake_at = self._loop.time() + wait_s
+        if self._timer is not None and not self._timer.cancelled():
+            if self._timer.when() <= wake_at and self._timer.when() > self._loop.time():
+                return
+            self._timer.cancel()
+        self._timer = self._loop.call_at(wake_at, self._schedule)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        self._wake.set()
+        self._schedule()
         if not task.cancelled() and task.exception() is not None:
             log.error("fetch task failed", exc_info=task.exception())
 
@@ -189,36 +266,57 @@ class Dispatcher:
         try:
             await self._serve_job(job, grant)
         except Exception:
-            # Routed, not swallowed: release the slot, report a retryable outcome, log it.
+            # Routed, not swallowed: logged, the slot given back, a retryable outcome reported.
             log.exception("fetch of %s failed unexpectedly", job.request.url)
+            self._recover(job, grant)
+
+    def _recover(self, job: Job, grant: Grant) -> None:
+        """After an unexpected error: give the grant back unless that was done, and finish the
+        Deferred with a retryable outcome unless it was finished."""
+        if self._politeness.is_outstanding(grant):
             self._politeness.release(grant, status=None)
+        if job.finished:
+            return
+        try:
             self._finish(job, _internal_error(job.request), None, b"")
+        except Exception:
+            log.exception("could not report the failure of %s", job.request.url)
+            self._finish_deferred(job)  # the lease runs out and the frontier retries
 
     async def _serve_job(self, job: Job, grant: Grant) -> None:
         request = job.request
         if self._robots is None or self._session is None:
             raise RuntimeError("dispatcher not started")
+        on_sent = functools.partial(self._politeness.mark_sent, grant)
         sitemaps: list[str] = []
         if request.respect_robots:
             rules = self._robots.cached(request.url)
             if rules is None:
-                rules = await self._robots.fetch_rules(request.url)
-                self._politeness.release(grant, status=rules.status)
-                self._politeness.set_robots_delay(request.host, rules.crawl_delay_s)
-                self._queues.requeue(job)  # robots.txt spent this grant; the page waits its turn
-                self._wake.set()
-                return
-            if not rules.allows(request.url):
+                if robots_origin(request.url) is not None:
+                    await self._fetch_robots(self._robots, job, grant, on_sent)
+                    return
+                # No http(s) origin, so no robots.txt: fetch() reports the URL as unfetchable.
+            elif not rules.allows(request.url):
                 self._politeness.cancel(grant)
-                outcome = _robots_denied(request, rules.sitemaps)
-                self._finish(job, outcome, None, b"")
+                self._finish(job, _robots_denied(request, rules.sitemaps), None, b"")
                 return
-            sitemaps = list(rules.sitemaps)
-        result = await fetch(
-            self._session, FetchTarget.from_request(request), self._settings.http, self._clock
-        )
+            else:
+                sitemaps = list(rules.sitemaps)
+        target = FetchTarget.from_request(request, on_sent)
+        result = await fetch(self._session, target, self._settings.http, self._clock)
         self._politeness.release(grant, status=result.status, retry_after_s=result.retry_after_s)
         self._finish_result(job, result, sitemaps)
+
+    async def _fetch_robots(
+        self, robots: RobotsCache, job: Job, grant: Grant, on_sent: SentHook
+    ) -> None:
+        """Spend the grant on the host's robots.txt; the page goes back to wait for its turn."""
+        rules = await robots.fetch_rules(job.request.url, on_sent)
+        self._politeness.release(grant, status=rules.status)
+        self._politeness.set_robots_delay(job.host, rules.crawl_delay_s)
+        self._queues.requeue(job)
+        self._left -= 1
+        self._schedule()
 
     def _finish_result(self, job: Job, result: FetchResult, sitemaps: list[str]) -> None:
         page = result.page(job.request)
@@ -228,17 +326,28 @@ class Dispatcher:
         self._finish(job, outcome, page, result.body)
 
     def _finish(
-        self, job: Job, outcome: FetchOutcome, page: pages.FetchedPage | None, body: bytes
+        self, job: Job, outcome: FetchOutcome, page: pages.FetchedPage | None, body: Body
     ) -> None:
-        deferred, request = job.deferred, job.request
+        """Produce what the fetch came to and finish the Deferred. Every message is encoded
+        before the first is produced, so an error on the way leaves the Deferred untouched."""
+        request, topics = job.request, self._topics
+        outputs: list[tuple[str, str, bytes]] = []
         if page is not None:
-            deferred.produce(self._topics.pages, pages.key(request.url), encode_page(page, body))
+            # encode_page only concatenates, so the body's bytearray goes in without a copy.
+            envelope = encode_page(page, cast(bytes, body))
+            outputs.append((topics.pages, pages.key(request.url), envelope))
         if outcome.kind == "redirect" and outcome.redirect_to:
-            deferred.produce(
-                self._topics.links, links.key(request.url), encode(_redirect_edge(outcome))
-            )
-        deferred.produce(self._topics.outcomes, outcomes.key(request.host), encode(outcome))
-        deferred.finish()
+            edge = encode(_redirect_edge(outcome))
+            outputs.append((topics.links, links.key(request.url), edge))
+        outputs.append((topics.outcomes, outcomes.key(request.host), encode(outcome)))
+        for topic, key, value in outputs:
+            job.deferred.produce(topic, key, value)
+        self._finish_deferred(job)
+
+    def _finish_deferred(self, job: Job) -> None:
+        """Finish the job's Deferred with whatever it was given to produce."""
+        job.finished = True
+        job.deferred.finish()
 
 
 def _redirect_edge(outcome: FetchOutcome) -> PageLinks:

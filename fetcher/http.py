@@ -7,7 +7,9 @@ automatic decompression, and parser limits on the status line, each header and t
 :func:`fetch` then
 
 1. sends the User-Agent, Accept (from the request's content types), Accept-Encoding (what
-   `fetcher.decoding` can decode) and the conditional headers (If-None-Match, If-Modified-Since);
+   `fetcher.decoding` can decode) and the conditional headers (If-None-Match, If-Modified-Since),
+   and calls the target's ``on_sent`` once the request is on the socket (the session's request
+   class reports it), which is when politeness counts the request as started;
 2. bounds the connect, each socket read, and the whole exchange (a total deadline, cut to the
    lease deadline, around connecting, headers and the streamed body, so a server that trickles one
    byte at a time dies on time);
@@ -15,23 +17,28 @@ automatic decompression, and parser limits on the status line, each header and t
 4. maps 304 to ``unchanged``, other 3xx to ``redirect`` with the Location resolved against the URL
    and canonicalised (never followed: the frontier admits the target so scope, robots and
    politeness apply to it), and failures through `fetcher.errors`;
-5. reads a 2xx body only when its content type is accepted, decoding as it streams and stopping at
-   ``max_body_bytes`` decoded or ``max_wire_bytes`` read (``truncated`` is recorded), so neither a
-   2 GB body nor a decompression bomb is ever held in memory;
+5. reads a 2xx body only when its content type is accepted, decoding as it streams into one
+   buffer and stopping at ``max_body_bytes`` decoded or ``max_wire_bytes`` read (``truncated`` is
+   recorded), so neither a 2 GB body nor a decompression bomb is ever held in memory: the buffer
+   never exceeds the cap, becomes the result's body without a copy, and beside it a fetch holds
+   only aiohttp's read buffer and one decoder call's output (`fetcher.decoding`);
 6. reports a body whose sha256 equals the request's ``content_hash`` as ``unchanged``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
+from aiohttp.connector import Connection
 from pydantic import BaseModel, ConfigDict, Field
 from yarl import URL
 
@@ -53,8 +60,9 @@ from fetcher.exceptions import (
     UnsupportedEncodingError,
 )
 from fetcher.resolver import SafeResolver, guarded_socket_factory
-from fetcher.results import FetchResult, FetchTarget
+from fetcher.results import Body, FetchResult, FetchTarget, SentHook
 from schemas.canonical import canonical_url
+from schemas.outcomes import OutcomeKind
 from schemas.pages import MAX_BODY_BYTES
 
 KIB = 1024
@@ -92,6 +100,23 @@ class FetchLimits(BaseModel):
     """Sent with every request; name the crawler and a contact URL, as site operators expect."""
 
 
+_ON_SENT: ContextVar[SentHook | None] = ContextVar("fetcher_on_sent", default=None)
+"""The ``on_sent`` of the fetch running in this task, set around its request."""
+
+
+class _SendReportingRequest(aiohttp.ClientRequest):
+    """Calls the running fetch's ``on_sent`` once the request is on the socket: aiohttp's send
+    writes a request without a body before it returns. (A TraceConfig's headers-sent signal would
+    do the same, but tracing costs about 15 us of CPU per request, a tenth of the request.)"""
+
+    async def send(self, conn: Connection) -> aiohttp.ClientResponse:
+        response = await super().send(conn)
+        on_sent = _ON_SENT.get()
+        if on_sent is not None:
+            on_sent()
+        return response
+
+
 @asynccontextmanager
 async def open_session(
     limits: FetchLimits, policy: AddressPolicy, dns: AbstractResolver | None = None
@@ -122,6 +147,7 @@ async def open_session(
         headers={"User-Agent": limits.user_agent, "Accept-Encoding": ACCEPT_ENCODING},
         cookie_jar=aiohttp.DummyCookieJar(),
         trust_env=False,
+        request_class=_SendReportingRequest,
     )
     try:
         yield session
@@ -135,17 +161,56 @@ async def fetch(
 ) -> FetchResult:
     """GET ``target.url`` once and say how it went; raises only on programming errors."""
     started = clock.monotonic()
-    result = FetchResult(
-        url=target.url, kind="permanent", fetched_at_ms=clock.now_ms(), elapsed_s=0.0
-    )
+    draft = _Draft(clock.now_ms())
     url = canonical_url(target.url)
     if url is None:
         scheme = target.url.partition(":")[0].lower()
         reason = Reason.INVALID_URL if scheme in ("http", "https") else Reason.UNSUPPORTED_SCHEME
-        result = _failed(result, permanent(reason, target.url[:200]))
+        draft.fail(permanent(reason, target.url[:200]))
     else:
-        result = await _exchange(session, url, target, limits, clock, result)
-    return replace(result, elapsed_s=max(clock.monotonic() - started, 0.0))
+        await _exchange(session, url, target, limits, clock, draft)
+    return draft.result(target.url, max(clock.monotonic() - started, 0.0))
+
+
+@dataclass(slots=True)
+class _Draft:
+    """A FetchResult while it is being learned; built once at the end."""
+
+    fetched_at_ms: int
+    kind: OutcomeKind = "permanent"
+    status: int | None = None
+    failure: Failure | None = None
+    redirect_to: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    content_type: str | None = None
+    body: Body = b""
+    sha256: str | None = None
+    truncated: bool = False
+    wire_bytes: int = 0
+    etag: str | None = None
+    last_modified: str | None = None
+
+    def fail(self, failure: Failure) -> None:
+        self.kind, self.failure = failure.kind, failure
+
+    def result(self, url: str, elapsed_s: float) -> FetchResult:
+        return FetchResult(
+            url=url,
+            kind=self.kind,
+            fetched_at_ms=self.fetched_at_ms,
+            elapsed_s=elapsed_s,
+            status=self.status,
+            failure=self.failure,
+            redirect_to=self.redirect_to,
+            headers=self.headers,
+            content_type=self.content_type,
+            body=self.body,
+            sha256=self.sha256,
+            truncated=self.truncated,
+            wire_bytes=self.wire_bytes,
+            etag=self.etag,
+            last_modified=self.last_modified,
+        )
 
 
 async def _exchange(
@@ -154,35 +219,40 @@ async def _exchange(
     target: FetchTarget,
     limits: FetchLimits,
     clock: Clock,
-    result: FetchResult,
-) -> FetchResult:
+    draft: _Draft,
+) -> None:
     """The request and response under the total deadline, errors classified."""
     budget = limits.total_timeout_s
     if target.deadline_ms is not None:
-        budget = min(budget, (target.deadline_ms - result.fetched_at_ms) / 1000)
+        budget = min(budget, (target.deadline_ms - draft.fetched_at_ms) / 1000)
     if budget <= 0:
-        return _failed(result, retryable(Reason.TIMEOUT, "lease deadline passed"))
+        draft.fail(retryable(Reason.TIMEOUT, "lease deadline passed"))
+        return
+    on_sent = _ON_SENT.set(target.on_sent)
     try:
         async with asyncio.timeout(budget):
             async with session.get(
                 URL(url, encoded=True), allow_redirects=False, headers=_request_headers(target)
             ) as response:
-                return await _read_response(response, url, target, limits, clock, result)
+                await _read_response(response, url, target, limits, clock, draft)
     except _FETCH_ERRORS as error:
-        return _failed(result, classify_exception(error))
-
-
-def _failed(result: FetchResult, failure: Failure) -> FetchResult:
-    return replace(result, kind=failure.kind, failure=failure)
+        draft.fail(classify_exception(error))
+    finally:
+        _ON_SENT.reset(on_sent)
 
 
 def _request_headers(target: FetchTarget) -> dict[str, str]:
-    headers = {"Accept": ", ".join(target.content_types) if target.content_types else "*/*"}
+    headers = {"Accept": _accept_header(target.content_types)}
     if target.etag:
         headers["If-None-Match"] = target.etag
     if target.last_modified:
         headers["If-Modified-Since"] = target.last_modified
     return headers
+
+
+@functools.lru_cache(maxsize=256)
+def _accept_header(content_types: tuple[str, ...]) -> str:
+    return ", ".join(content_types) if content_types else "*/*"
 
 
 async def _read_response(
@@ -191,83 +261,82 @@ async def _read_response(
     target: FetchTarget,
     limits: FetchLimits,
     clock: Clock,
-    result: FetchResult,
-) -> FetchResult:
+    draft: _Draft,
+) -> None:
     """Everything after the status line arrived: sort the status, then maybe stream the body."""
-    header_bytes = sum(len(name) + len(value) + 4 for name, value in response.raw_headers)
-    if header_bytes > limits.max_header_bytes:
-        raise HeadersTooLargeError(f"{header_bytes} header bytes, limit {limits.max_header_bytes}")
-    headers = _joined_headers(response.raw_headers)
-    result = replace(
-        result,
-        status=response.status,
-        headers=headers,
-        etag=headers.get("etag") or None,
-        last_modified=headers.get("last-modified") or None,
-    )
-    if response.status == 304:
-        return replace(
-            result,
-            kind="unchanged",
-            etag=result.etag or target.etag,
-            last_modified=result.last_modified or target.last_modified,
-        )
-    if 300 <= response.status < 400:
-        return _redirected(result, url, headers.get("location", ""))
-    failure = classify_status(response.status, headers.get("retry-after"), clock.now_ms() / 1000)
-    if failure is not None:
-        return _failed(result, failure)
-    result = replace(result, content_type=_media_type(headers.get("content-type")))
-    if not accepts(result.content_type, target.content_types):
-        return _failed(result, permanent(Reason.CONTENT_TYPE, result.content_type or ""))
+    headers = _joined_headers(response.raw_headers, limits.max_header_bytes)
+    status = draft.status = response.status
+    draft.headers = headers
+    draft.etag = headers.get("etag") or None
+    draft.last_modified = headers.get("last-modified") or None
+    if status == 304:
+        draft.kind = "unchanged"
+        draft.etag = draft.etag or target.etag
+        draft.last_modified = draft.last_modified or target.last_modified
+        return
+    if 300 <= status < 400:
+        _redirected(draft, url, headers.get("location", ""))
+        return
+    if not 200 <= status < 300:
+        failure = classify_status(status, headers.get("retry-after"), clock.now_ms() / 1000)
+        if failure is not None:
+            draft.fail(failure)
+            return
+    draft.content_type = _media_type(headers.get("content-type"))
+    if not accepts(draft.content_type, target.content_types):
+        draft.fail(permanent(Reason.CONTENT_TYPE, draft.content_type or ""))
+        return
     declared = response.content_length
     if not limits.truncate_oversized and declared is not None and declared > limits.max_wire_bytes:
-        return _failed(result, permanent(Reason.TOO_LARGE, f"declared {declared} bytes"))
+        draft.fail(permanent(Reason.TOO_LARGE, f"declared {declared} bytes"))
+        return
     try:
-        body, wire_bytes, truncated = await _stream_body(response, headers, limits)
+        body, draft.wire_bytes, truncated = await _stream_body(response, headers, limits)
     except (UnsupportedEncodingError, CorruptEncodingError) as error:
-        return _failed(result, classify_exception(error))
-    result = replace(result, wire_bytes=wire_bytes)
+        draft.fail(classify_exception(error))
+        return
     if truncated and not limits.truncate_oversized:
-        return _failed(result, permanent(Reason.TOO_LARGE, "over a body cap"))
+        draft.fail(permanent(Reason.TOO_LARGE, "over a body cap"))
+        return
     sha256 = hashlib.sha256(body).hexdigest()
-    return replace(
-        result,
-        kind="unchanged" if target.content_hash == sha256 else "done",
-        body=body,
-        sha256=sha256,
-        truncated=truncated,
-    )
+    draft.kind = "unchanged" if target.content_hash == sha256 else "done"
+    draft.body, draft.sha256, draft.truncated = body, sha256, truncated
 
 
-def _redirected(result: FetchResult, url: str, location: str) -> FetchResult:
+def _redirected(draft: _Draft, url: str, location: str) -> None:
     """A redirect to the canonical target, or a permanent failure when there is none."""
     redirect_to = canonical_url(location, base=url) if location else None
     if redirect_to is None:
-        return _failed(result, permanent(Reason.BAD_REDIRECT, location[:200] or "no Location"))
-    return replace(result, kind="redirect", redirect_to=redirect_to)
+        draft.fail(permanent(Reason.BAD_REDIRECT, location[:200] or "no Location"))
+    else:
+        draft.kind, draft.redirect_to = "redirect", redirect_to
 
 
 async def _stream_body(
     response: aiohttp.ClientResponse, headers: Mapping[str, str], limits: FetchLimits
-) -> tuple[bytes, int, bool]:
-    """The decoded body, bytes read, and whether a cap cut it; never holds more than the caps."""
+) -> tuple[bytearray, int, bool]:
+    """The decoded body, bytes read, and whether a cap cut it.
+
+    The body grows in one bytearray that is returned as it is (no copy); decoders append to it
+    directly and never past one byte over the body cap, which tells that the body goes on.
+    """
     decoder = decoder_for(headers.get("content-encoding"))
+    max_body, max_wire = limits.max_body_bytes, limits.max_wire_bytes
     body = bytearray()
     wire_bytes = 0
     while True:
         chunk = await response.content.readany()
         if not chunk:
-            return bytes(body), wire_bytes, False
-        over_wire = wire_bytes + len(chunk) > limits.max_wire_bytes
+            return body, wire_bytes, False
+        over_wire = wire_bytes + len(chunk) > max_wire
         if over_wire:
-            chunk = chunk[: limits.max_wire_bytes - wire_bytes]
+            chunk = chunk[: max_wire - wire_bytes]
         wire_bytes += len(chunk)
-        wanted = limits.max_body_bytes - len(body)
-        decoded = decoder.decode(chunk, wanted + 1) if chunk else b""
-        body += decoded[:wanted]
-        if len(decoded) > wanted or over_wire:
-            return bytes(body), wire_bytes, True
+        if chunk:
+            decoder.decode_into(chunk, body, max_body + 1)
+        if len(body) > max_body or over_wire:
+            del body[max_body:]
+            return body, wire_bytes, True
 
 
 def accepts(content_type: str | None, accepted: Sequence[str]) -> bool:
@@ -291,11 +360,16 @@ def _media_type(value: str | None) -> str | None:
     return media_type or None
 
 
-def _joined_headers(raw_headers: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
-    """Header names lowercased, repeated headers joined with ", " (RFC 9110 5.3)."""
+def _joined_headers(raw_headers: Sequence[tuple[bytes, bytes]], limit: int) -> dict[str, str]:
+    """Header names lowercased, repeated headers joined with ", " (RFC 9110 5.3); raises
+    HeadersTooLargeError when names and values take more than ``limit`` bytes in all."""
+    size = 0
     joined: dict[str, str] = {}
     for raw_name, raw_value in raw_headers:
+        size += len(raw_name) + len(raw_value) + 4
         name = raw_name.decode("latin-1").lower()
         value = raw_value.decode("latin-1")
         joined[name] = f"{joined[name]}, {value}" if name in joined else value
+    if size > limit:
+        raise HeadersTooLargeError(f"{size} header bytes, limit {limit}")
     return joined

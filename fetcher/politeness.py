@@ -15,6 +15,13 @@ a URL robots.txt denies) does not count. A slot is created with its "previous st
 the first request to a host this process has not served waits one delay: after a rebalance the
 previous owner may just have fetched from it.
 
+A request's start is the moment it is granted, moved to the moment its headers are handed to the
+socket when the HTTP layer reports that (:meth:`Politeness.mark_sent`): the robots.txt check and a
+new connection's handshake then cannot eat into the gap the server sees. The reported moment gets
+a margin of ``max(send_margin_s, send_margin_ratio * delay)`` (5 ms or 2 %; none when the delay is
+0) for what lies between the socket and the server's clock (scheduling on either side), so the
+smallest gap between two arrivals at the server is the delay, not the delay less a few ms.
+
 Adaptive delay (AutoThrottle-like, one rule per released grant):
 
 - 429 or 503: the adaptive delay doubles, to at least ``backoff_floor_s`` and at most
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -62,9 +70,13 @@ class PolitenessSettings(BaseModel):
     max_adaptive_delay_s: Annotated[float, Field(ge=0)] = 60.0
     idle_slot_s: Annotated[float, Field(gt=0)] = 3600.0
     """:meth:`Politeness.prune` forgets slots unused this long."""
+    send_margin_s: Annotated[float, Field(ge=0)] = 0.005
+    send_margin_ratio: Annotated[float, Field(ge=0)] = 0.02
+    """With ``send_margin_s``: added to a start reported by :meth:`Politeness.mark_sent` when the
+    host's delay is above 0 (the larger of the two)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Grant:
     """Permission for one request to ``host``; give it back with :meth:`Politeness.release`."""
 
@@ -75,7 +87,7 @@ class Grant:
     """The host's previous start, restored if the grant is cancelled unused."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Slot:
     """One host's politeness state."""
 
@@ -87,6 +99,14 @@ class _Slot:
     adaptive_delay_s: float = 0.0
     blocked_until: float = 0.0
     forgotten: bool = False
+    delay_s: float | None = None
+    """:meth:`Politeness.delay`, kept until one of its inputs changes (None: recompute)."""
+    delay_until: float = 0.0
+    """When the first crawl counted in ``delay_s`` stops counting: recompute after it."""
+
+
+HostListener = Callable[[str], None]
+"""Called with a host whose next allowed time may have moved earlier."""
 
 
 class Politeness:
@@ -97,24 +117,50 @@ class Politeness:
         self._clock = clock
         self._slots: dict[str, _Slot] = {}
         self._active = 0
-        self._outstanding: set[int] = set()
+        self._outstanding: dict[int, float] = {}
+        """Grant id -> when its request started (the grant, or the send once reported)."""
         self._ids = itertools.count(1)
+        self._listeners: list[HostListener] = []
 
     @property
     def active(self) -> int:
         """Grants given and not yet released, over all hosts."""
         return self._active
 
+    @property
+    def saturated(self) -> bool:
+        """The global concurrency limit is reached: no host may start until a release."""
+        return self._active >= self._settings.global_concurrency
+
+    def subscribe(self, listener: HostListener) -> None:
+        """Call ``listener(host)`` whenever a host may become ready sooner than it said: a release,
+        a cancel, a crawl's or robots.txt's new delay. Later starts need no call: whoever waits
+        finds out when it asks again (:class:`fetcher.host_queues.HostQueues` keeps a heap of
+        hosts by their next allowed time this way)."""
+        self._listeners.append(listener)
+
+    def _changed(self, host: str) -> None:
+        for listener in self._listeners:
+            listener(host)
+
     def note_request(self, host: str, crawl_id: str, delay_s: float) -> None:
         """A request of ``crawl_id`` for ``host`` arrived, asking for at least ``delay_s``."""
         slot = self._slot(host)
         slot.forgotten = False
-        slot.crawl_delays[crawl_id] = (max(delay_s, 0.0), self._clock.monotonic())
+        delay = max(delay_s, 0.0)
+        previous = slot.crawl_delays.get(crawl_id)
+        slot.crawl_delays[crawl_id] = (delay, self._clock.monotonic())
+        if previous is None or previous[0] != delay:
+            slot.delay_s = None
+            self._changed(host)
 
     def set_robots_delay(self, host: str, delay_s: float | None) -> None:
         """The Crawl-delay robots.txt gives for our user agent (None: none given)."""
         delay = 0.0 if delay_s is None else max(delay_s, 0.0)
-        self._slot(host).robots_delay_s = min(delay, self._settings.robots_delay_cap_s)
+        slot = self._slot(host)
+        slot.robots_delay_s = min(delay, self._settings.robots_delay_cap_s)
+        slot.delay_s = None
+        self._changed(host)
 
     def delay(self, host: str) -> float:
         """The smallest gap, in seconds, between two request starts to ``host``."""
@@ -122,26 +168,33 @@ class Politeness:
         if slot is None:
             return self._settings.min_delay_s
         now = self._clock.monotonic()
-        active_crawls = (
-            delay
-            for delay, seen in slot.crawl_delays.values()
-            if now - seen <= self._settings.crawl_activity_s
-        )
-        return max(
+        if slot.delay_s is not None and now <= slot.delay_until:
+            return slot.delay_s
+        activity = self._settings.crawl_activity_s
+        active = [
+            (delay, seen) for delay, seen in slot.crawl_delays.values() if now - seen <= activity
+        ]
+        slot.delay_s = max(
             self._settings.min_delay_s,
             slot.robots_delay_s,
             slot.adaptive_delay_s,
-            max(active_crawls, default=0.0),
+            max((delay for delay, _ in active), default=0.0),
         )
+        slot.delay_until = min((seen + activity for _, seen in active), default=math.inf)
+        return slot.delay_s
 
     def next_allowed_at(self, host: str) -> float:
         """Monotonic time from which a request to ``host`` may start; ``math.inf`` while the host
         or the whole fetcher is at its concurrency limit (wait for a release instead)."""
+        if self.saturated:
+            return math.inf
+        return self.host_ready_at(host)
+
+    def host_ready_at(self, host: str) -> float:
+        """:meth:`next_allowed_at` as far as ``host``'s own slot decides (the global limit aside:
+        it is the same for every host, see :attr:`saturated`)."""
         slot = self._slot(host)
-        if (
-            slot.active >= self._settings.per_host_concurrency
-            or self._active >= self._settings.global_concurrency
-        ):
+        if slot.active >= self._settings.per_host_concurrency:
             return math.inf
         return max(slot.last_start + self.delay(host), slot.blocked_until)
 
@@ -157,20 +210,39 @@ class Politeness:
         slot.active += 1
         slot.last_start = now
         self._active += 1
-        self._outstanding.add(grant.grant_id)
+        self._outstanding[grant.grant_id] = now
         return grant
+
+    def mark_sent(self, grant: Grant) -> None:
+        """The request under ``grant`` was just handed to the socket: the host's gap counts from
+        now (plus the margin of the module docstring), and its latency too. Ignored for a grant
+        already given back."""
+        if grant.grant_id not in self._outstanding:
+            return
+        now = self._clock.monotonic()
+        self._outstanding[grant.grant_id] = now
+        slot = self._slots[grant.host]
+        delay = self.delay(grant.host)
+        margin = (
+            max(self._settings.send_margin_s, self._settings.send_margin_ratio * delay)
+            if delay > 0
+            else 0.0
+        )
+        slot.last_start = max(slot.last_start, now + margin)
 
     def release(
         self, grant: Grant, *, status: int | None = None, retry_after_s: float | None = None
     ) -> None:
         """The request under ``grant`` ended with ``status`` (None: no response); adapt."""
+        sent_at = self._outstanding.get(grant.grant_id, grant.started_at)
         slot = self._return(grant)
         now = self._clock.monotonic()
-        self._adapt(slot, status, max(now - grant.started_at, 0.0))
+        self._adapt(slot, status, max(now - sent_at, 0.0))
         if retry_after_s is not None:
             wait = min(max(retry_after_s, 0.0), self._settings.retry_after_cap_s)
             slot.blocked_until = max(slot.blocked_until, now + wait)
         self._drop_if_forgotten(grant.host, slot)
+        self._changed(grant.host)
 
     def cancel(self, grant: Grant) -> None:
         """Give back a grant no request was sent under (robots.txt denied the URL, say): the
@@ -179,11 +251,16 @@ class Politeness:
         if slot.last_start == grant.started_at:
             slot.last_start = grant.previous_start
         self._drop_if_forgotten(grant.host, slot)
+        self._changed(grant.host)
+
+    def is_outstanding(self, grant: Grant) -> bool:
+        """Whether ``grant`` is still to be given back (released or cancelled)."""
+        return grant.grant_id in self._outstanding
 
     def _return(self, grant: Grant) -> _Slot:
         if grant.grant_id not in self._outstanding:
             raise ValueError(f"grant {grant.grant_id} for {grant.host} was already released")
-        self._outstanding.remove(grant.grant_id)
+        del self._outstanding[grant.grant_id]
         self._active -= 1
         slot = self._slots[grant.host]
         slot.active -= 1
@@ -225,6 +302,7 @@ class Politeness:
 
     def _adapt(self, slot: _Slot, status: int | None, latency_s: float) -> None:
         """The adaptive rule of the module docstring."""
+        slot.delay_s = None
         settings = self._settings
         if status in _OVERLOADED:
             doubled = max(slot.adaptive_delay_s * 2, settings.backoff_floor_s)

@@ -8,7 +8,7 @@ section 3, step 4).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from fetcher.errors import Failure
@@ -16,8 +16,15 @@ from schemas.fetch import FetchRequest
 from schemas.outcomes import FetchOutcome, OutcomeKind
 from schemas.pages import FetchedPage
 
+SentHook = Callable[[], None]
+"""Called once a request's headers have been handed to the socket, so politeness can count the
+request's start from then (`fetcher.politeness.Politeness.mark_sent`)."""
 
-@dataclass(frozen=True)
+Body = bytes | bytearray
+"""A fetched body: the bytearray the fetch decoded into, handed on without a copy."""
+
+
+@dataclass(frozen=True, slots=True)
 class FetchTarget:
     """One URL to fetch and what the response must satisfy."""
 
@@ -30,9 +37,11 @@ class FetchTarget:
     """sha256 hex of the body fetched last time: the same body again is ``unchanged``."""
     deadline_ms: int | None = None
     """Epoch milliseconds after which the result is useless (the lease deadline)."""
+    on_sent: SentHook | None = field(default=None, compare=False, repr=False)
+    """Called when the request's headers have been written (never when it got no further)."""
 
     @classmethod
-    def from_request(cls, request: FetchRequest) -> FetchTarget:
+    def from_request(cls, request: FetchRequest, on_sent: SentHook | None = None) -> FetchTarget:
         return cls(
             url=request.url,
             content_types=tuple(request.content_types),
@@ -40,10 +49,11 @@ class FetchTarget:
             last_modified=request.last_modified,
             content_hash=request.content_hash,
             deadline_ms=request.deadline,
+            on_sent=on_sent,
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FetchResult:
     """The result of one fetch; ``failure`` is set exactly when kind is retryable or permanent."""
 
@@ -58,7 +68,8 @@ class FetchResult:
     headers: Mapping[str, str] = field(default_factory=dict)
     content_type: str | None = None
     """The media type, lowercase and without parameters."""
-    body: bytes = b""
+    body: Body = b""
+    """Decoded body bytes; a bytearray nobody writes to once the fetch returned."""
     sha256: str | None = None
     truncated: bool = False
     wire_bytes: int = 0

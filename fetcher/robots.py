@@ -23,6 +23,8 @@ unused (`Politeness.cancel`). Concurrent callers for one origin share a fetch.
 from __future__ import annotations
 
 import asyncio
+import functools
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -34,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fetcher.clock import Clock
 from fetcher.http import FetchLimits, fetch
-from fetcher.results import FetchResult, FetchTarget
+from fetcher.results import FetchResult, FetchTarget, SentHook
 from schemas.canonical import canonical_url
 
 KIB = 1024
@@ -92,8 +94,29 @@ class RobotsRules:
         return bool(self.parser.can_fetch(url, self.user_agent))
 
 
+_PLAIN_ORIGIN = re.compile(r"https?://[a-z0-9.\-]+(?::[0-9]{1,5})?(?=[/?#]|$)", re.IGNORECASE)
+"""An URL's start when it is a plain scheme, host name or IPv4 address, and port, whatever the rest
+of the URL holds: its origin is then that of the start alone."""
+
+
 def robots_origin(url: str) -> str | None:
-    """``scheme://host[:port]`` of an http(s) URL, the key robots.txt rules are stored by."""
+    """``scheme://host[:port]`` of an http(s) URL, the key robots.txt rules are stored by.
+
+    Asked once per request, so the usual case is cached by the URL's start (the host's
+    canonical form is the costly part); anything unusual goes through `canonical_url` whole.
+    """
+    plain = _PLAIN_ORIGIN.match(url)
+    if plain is not None:
+        return _origin_of_start(plain.group())
+    return _origin(url)
+
+
+@functools.lru_cache(maxsize=4096)
+def _origin_of_start(start: str) -> str | None:
+    return _origin(start + "/")
+
+
+def _origin(url: str) -> str | None:
     canonical = canonical_url(url, tracking_params=frozenset())
     if canonical is None:
         return None
@@ -146,14 +169,16 @@ class RobotsCache:
         """Cached rules, or fetched ones when there are none (the caller owns politeness)."""
         return self.cached(url) or await self.fetch_rules(url)
 
-    async def fetch_rules(self, url: str) -> RobotsRules:
-        """Fetch ``url``'s origin's robots.txt now (joining a fetch already under way)."""
+    async def fetch_rules(self, url: str, on_sent: SentHook | None = None) -> RobotsRules:
+        """Fetch ``url``'s origin's robots.txt now (joining a fetch already under way, whose
+        caller's ``on_sent`` is the one called)."""
         origin = robots_origin(url)
         if origin is None:
             raise ValueError(f"no http(s) origin in {url[:200]!r}")
         task = self._pending.get(origin)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._fetch_and_store(origin))
+            fetching = self._fetch_and_store(origin, on_sent)
+            task = asyncio.get_running_loop().create_task(fetching)
             self._pending[origin] = task
             task.add_done_callback(lambda _: self._pending.pop(origin, None))
         return await asyncio.shield(task)
@@ -165,18 +190,18 @@ class RobotsCache:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _fetch_and_store(self, origin: str) -> RobotsRules:
-        rules = await self._fetch_rules(origin)
+    async def _fetch_and_store(self, origin: str, on_sent: SentHook | None) -> RobotsRules:
+        rules = await self._fetch_rules(origin, on_sent)
         self._rules[origin] = rules
         self._rules.move_to_end(origin)
         while len(self._rules) > self._settings.max_origins:
             self._rules.popitem(last=False)
         return rules
 
-    async def _fetch_rules(self, origin: str) -> RobotsRules:
+    async def _fetch_rules(self, origin: str, on_sent: SentHook | None) -> RobotsRules:
         url = f"{origin}/robots.txt"
         for _ in range(self._settings.max_redirects + 1):
-            result = await self._fetch(FetchTarget(url=url))
+            result = await self._fetch(FetchTarget(url=url, on_sent=on_sent))
             if result.kind != "redirect" or result.redirect_to is None:
                 return self._rules_from(origin, url, result)
             url = result.redirect_to

@@ -12,16 +12,18 @@ result is a table. Not a test: nothing asserts a duration.
    submit to the last finish. Politeness off means: ``min_delay_s`` 0 and requests asking for 0,
    ``latency_factor`` 0 (the adaptive delay would otherwise space a host's requests by twice their
    latency), and the per-host and global limits both ``CONCURRENCY``, so the global one binds as
-   the baseline's semaphore does. robots.txt stays on (one 404 per host). Three more rows locate
-   the cost: `fetcher.http.fetch` in the bare loop, the dispatcher with at most
-   ``SERVICE_WINDOW`` requests outstanding, and the dispatcher with requests spread over
-   ``MANY_HOSTS`` host names. Rounds interleave the variants; the best of each counts. Target:
+   the baseline's semaphore does. robots.txt stays on (one 404 per host). More rows locate the
+   cost: `fetcher.http.fetch` in the bare loop, the dispatcher with at most ``SERVICE_WINDOW``
+   requests outstanding, with requests spread over ``MANY_HOSTS`` host names, and with a host name
+   of its own for every request. Rounds interleave the variants; the best of each counts. Target:
    dispatcher (all at once) / baseline >= 0.7.
 2. Politeness accuracy. ``POLITE_HOSTS`` servers record each request's arrival; every request asks
    for ``POLITE_DELAY_S`` (d). A host this process has not served waits one delay before its
    first request, which is robots.txt, so k pages take k + 1 requests ideally starting at d, 2d,
    ... (k+1)d after the submit: achieved rate = all requests / (last arrival - submit), against
-   the ideal hosts / d. Targets: >= 0.9 of ideal; no two arrivals at one host closer than d.
+   the ideal hosts / d. Targets: >= 0.9 of ideal; no two arrivals at one host closer than d. The
+   grants and the send stamps (`Politeness.mark_sent`, from which the gap counts) are recorded
+   on the dispatcher's clock to show where the time between grant and arrival goes.
 3. Hostile servers, each scenario in a fresh child process so that ``ru_maxrss`` covers only it
    (a sampler of the current RSS runs beside it), under short deadlines and a global concurrency
    of ``HOSTILE_CONCURRENCY``. The mix: gzip, zstd and br bombs and a 2 GB chunked body (submitted
@@ -29,7 +31,12 @@ result is a table. Not a test: nothing asserts a duration.
    tracemalloc then gives the Python heap's peak for the mix again and for one fetch of each body
    alone. The worst case: ``HOSTILE_CONCURRENCY`` plain bodies that stop 256 KiB short of the cap
    until all of them are parked, then go on past it together. Target, each: peak RSS <= RSS
-   before + 15 MiB (the body cap) x the global concurrency.
+   before + 15 MiB (the body cap) x the global concurrency + ``HOSTILE_CONSTANT_BYTES``: one more
+   cap for the page message being encoded (`encode_page` copies the body into the bytes Kafka is
+   given; the event loop encodes one at a time, and these Deferreds drop their messages at once,
+   as the service does once Kafka has them) and 8 MiB for one decoder call's output and the
+   allocator's slack. One fetch alone is thus one body while it streams and two for the moment
+   its message is built.
 
     python -m tests.bench.bench_fetcher [--requests 6000] [--rounds 3] [--concurrency 64]
 """
@@ -88,6 +95,8 @@ POLITE_PAGES = 24
 TARGET_POLITE_RATE = 0.9
 
 HOSTILE_CONCURRENCY = 8
+HOSTILE_CONSTANT_BYTES = MAX_BODY_BYTES + 8 * 1024 * 1024
+"""Above the bodies: the one page message being encoded, one decoder call, allocator slack."""
 HOSTILE_LIMITS = FetchLimits(connect_timeout_s=2.0, read_timeout_s=1.0, total_timeout_s=2.0)
 TRICKLE_S = 0.25
 """A slow-loris byte this often: under the read timeout, so only the total deadline stops it."""
@@ -562,6 +571,10 @@ def measure_throughput(requests: int, rounds: int, concurrency: int) -> Throughp
             request.model_copy(update={"host": f"site-{n % MANY_HOSTS}.example"})
             for n, request in enumerate(fetch_requests[:MANY_HOST_REQUESTS])
         ]
+        host_each = [
+            request.model_copy(update={"host": f"site-{n}.example"})
+            for n, request in enumerate(fetch_requests)
+        ]
         variants: dict[str, Callable[[], Run]] = {
             "baseline": lambda: timed(
                 servers, lambda: (asyncio.run(bare_aiohttp(urls, concurrency)), None)
@@ -574,6 +587,7 @@ def measure_throughput(requests: int, rounds: int, concurrency: int) -> Throughp
                 servers, fetch_requests, concurrency, SERVICE_WINDOW
             ),
             "many hosts": lambda: dispatcher_run(servers, many_hosts, concurrency, None),
+            "host each": lambda: dispatcher_run(servers, host_each, concurrency, None),
         }
         asyncio.run(bare_aiohttp(urls[: HOSTS * 20], concurrency))  # warm-up
         best: dict[str, Run] = {}
@@ -612,6 +626,8 @@ class PolitenessResult:
     """Between two grants for one host, on the dispatcher's clock."""
     lags: list[float]
     """From each grant to its request's arrival at the server, sorted."""
+    send_lags: list[float]
+    """From each send stamp to its request's arrival at the server, sorted."""
 
     @property
     def ideal_rate(self) -> float:
@@ -628,24 +644,49 @@ class PolitenessResult:
         )
 
 
-@contextlib.contextmanager
-def recording_grants() -> Iterator[dict[str, list[float]]]:
-    """Each grant's start per host, as `Politeness.try_acquire` hands it out. The method is
-    wrapped for the block and restored after; it only observes."""
-    grants: dict[str, list[float]] = {}
-    original = Politeness.try_acquire
+@dataclass
+class Stamps:
+    """Per host, the monotonic times of its grants and of its requests' sends."""
 
-    def try_acquire(politeness: Politeness, host: str) -> Grant | None:
-        grant = original(politeness, host)
+    grants: dict[str, list[float]] = field(default_factory=dict)
+    sends: dict[str, list[float]] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def recording_stamps() -> Iterator[Stamps]:
+    """Each grant's start as `Politeness.try_acquire` hands it out, and each send as
+    `Politeness.mark_sent` hears of it. The methods are wrapped for the block and restored after;
+    they only observe."""
+    stamps = Stamps()
+    try_acquire, mark_sent = Politeness.try_acquire, Politeness.mark_sent
+
+    def recording_try_acquire(politeness: Politeness, host: str) -> Grant | None:
+        grant = try_acquire(politeness, host)
         if grant is not None:
-            grants.setdefault(host, []).append(grant.started_at)
+            stamps.grants.setdefault(host, []).append(grant.started_at)
         return grant
 
-    Politeness.try_acquire = try_acquire  # type: ignore[method-assign, assignment]
+    def recording_mark_sent(politeness: Politeness, grant: Grant) -> None:
+        stamps.sends.setdefault(grant.host, []).append(time.monotonic())
+        mark_sent(politeness, grant)
+
+    Politeness.try_acquire = recording_try_acquire  # type: ignore[method-assign, assignment]
+    Politeness.mark_sent = recording_mark_sent  # type: ignore[method-assign, assignment]
     try:
-        yield grants
+        yield stamps
     finally:
-        Politeness.try_acquire = original  # type: ignore[method-assign]
+        Politeness.try_acquire = try_acquire  # type: ignore[method-assign]
+        Politeness.mark_sent = mark_sent  # type: ignore[method-assign]
+
+
+def _lags(by_port: dict[int, list[Arrival]], starts: dict[str, list[float]]) -> list[float]:
+    """From each start to its arrival, sorted: one request at a time per host, so a host's n-th
+    start is its n-th arrival."""
+    return sorted(
+        arrival.at - start
+        for port, arrivals in by_port.items()
+        for arrival, start in zip(arrivals, starts.get(f"127.0.0.1:{port}", []), strict=False)
+    )
 
 
 def measure_politeness() -> PolitenessResult:
@@ -659,7 +700,7 @@ def measure_politeness() -> PolitenessResult:
         requests = [request for batch in zip(*per_host, strict=True) for request in batch]
         completions = Completions(len(requests))
         with (
-            recording_grants() as grants,
+            recording_stamps() as stamps,
             running(FetcherSettings(allowed_networks=LOOPBACK)) as dispatcher,
         ):
             submitted = time.monotonic()
@@ -683,15 +724,11 @@ def measure_politeness() -> PolitenessResult:
         gaps=gaps,
         grant_gaps=[
             later - earlier
-            for starts in grants.values()
+            for starts in stamps.grants.values()
             for earlier, later in itertools.pairwise(starts)
         ],
-        # One request at a time per host, so a host's n-th grant is its n-th arrival.
-        lags=sorted(
-            arrival.at - start
-            for port, arrivals in by_port.items()
-            for arrival, start in zip(arrivals, grants.get(f"127.0.0.1:{port}", []), strict=False)
-        ),
+        lags=_lags(by_port, stamps.grants),
+        send_lags=_lags(by_port, stamps.sends),
     )
 
 
@@ -798,7 +835,7 @@ class HostileResult:
 
     @property
     def bound(self) -> int:
-        return self.rss_before + MAX_BODY_BYTES * HOSTILE_CONCURRENCY
+        return self.rss_before + MAX_BODY_BYTES * HOSTILE_CONCURRENCY + HOSTILE_CONSTANT_BYTES
 
     @property
     def bodies_at_once(self) -> int:
@@ -999,6 +1036,12 @@ def report_throughput(result: Throughput) -> list[str]:
             f"{best['many hosts'].rate:.0f} f/s",
             f"({ratio('many hosts'):.2f} of baseline)",
         ),
+        row(
+            "",
+            f"Dispatcher, {requests} requests, a host name each",
+            f"{best['host each'].rate:.0f} f/s",
+            f"({ratio('host each'):.2f} of baseline)",
+        ),
         *(detail(name) for name in best),
         note(
             f"Dispatcher settings: min_delay_s 0, latency_factor 0, per-host and global "
@@ -1015,8 +1058,8 @@ def report_politeness(result: PolitenessResult) -> list[str]:
     below = sum(gap.seconds < delay for gap in result.gaps)
     mean = sum(gap.seconds for gap in result.gaps) / len(result.gaps)
 
-    def lag(quantile: float) -> str:
-        return f"{result.lags[round(quantile * (len(result.lags) - 1))] * 1000:.2f} ms"
+    def lag(quantile: float, lags: list[float] = result.lags) -> str:
+        return f"{lags[round(quantile * (len(lags) - 1))] * 1000:.2f} ms" if lags else "-"
 
     return [
         row(
@@ -1042,6 +1085,11 @@ def report_politeness(result: PolitenessResult) -> list[str]:
             f"grants (dispatcher clock): smallest gap {min(result.grant_gaps) * 1000:.2f} ms, mean "
             f"{sum(result.grant_gaps) / len(result.grant_gaps) * 1000:.2f} ms; grant -> arrival "
             f"at the server: {lag(0.0)} min, {lag(0.5)} median, {lag(1.0)} max"
+        ),
+        note(
+            f"send stamps (the gap counts from these, plus a margin of max(5 ms, 2%)): send -> "
+            f"arrival {lag(0.0, result.send_lags)} min, {lag(0.5, result.send_lags)} median, "
+            f"{lag(1.0, result.send_lags)} max; {len(result.send_lags)} sends matched"
         ),
         note(
             f"{result.arrivals} requests (robots.txt + {POLITE_PAGES} pages per host), the last "
@@ -1082,7 +1130,8 @@ def report_hostile(results: list[HostileResult]) -> list[str]:
             ),
             note(
                 f"bound = RSS before {mib(result.rss_before)} + {mib(MAX_BODY_BYTES)} x "
-                f"{HOSTILE_CONCURRENCY} (global concurrency); growth {mib(growth)} = "
+                f"{HOSTILE_CONCURRENCY} (global concurrency) + {mib(HOSTILE_CONSTANT_BYTES)} (one "
+                f"page message being encoded, one decoder call, slack); growth {mib(growth)} = "
                 f"{growth / MAX_BODY_BYTES:.1f} caps"
             ),
             note(

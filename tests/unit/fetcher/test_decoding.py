@@ -11,7 +11,13 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fetcher.decoding import ACCEPT_ENCODING, SUPPORTED_ENCODINGS, BodyDecoder, decoder_for
+from fetcher.decoding import (
+    ACCEPT_ENCODING,
+    DECODE_STEP_BYTES,
+    SUPPORTED_ENCODINGS,
+    BodyDecoder,
+    decoder_for,
+)
 from fetcher.exceptions import CorruptEncodingError, UnsupportedEncodingError
 from tests.unit.fetcher.bombs import BOMBS, MIB, whole_bomb
 
@@ -115,3 +121,48 @@ def test_a_whole_bomb_in_one_call_costs_only_the_room(kind: str) -> None:
         tracemalloc.stop()
     assert output == bytes(MIB)
     assert peak < 8 * MIB
+
+
+def _encode_any(coding: str, data: bytes) -> bytes:
+    if coding == "br":
+        import brotli  # type: ignore[import-untyped]  # noqa: PLC0415
+
+        return bytes(brotli.compress(data, quality=1))
+    return _encode(coding, data)
+
+
+@pytest.mark.parametrize("coding", SUPPORTED_ENCODINGS)
+def test_bodies_longer_than_one_step_decode_whole(coding: str) -> None:
+    """Several steps' output from one call, ending on a step boundary and past it."""
+    data = bytes(range(256)) * (3 * DECODE_STEP_BYTES // 256) + b"tail"
+    body = bytearray(b"kept:")
+    decoder_for(coding).decode_into(_encode_any(coding, data), body, len(data) + 100)
+    assert body == b"kept:" + data
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "zstd", "identity"])
+def test_the_body_never_grows_past_the_limit(coding: str) -> None:
+    data = bytes(range(256)) * 20_000
+    encoded = _encode(coding, data)
+    body = bytearray()
+    decoder = decoder_for(coding)
+    for start in range(0, len(encoded), 7000):
+        decoder.decode_into(encoded[start : start + 7000], body, 1_000_001)
+        assert len(body) <= 1_000_001
+    assert body == data[:1_000_001]
+
+
+@pytest.mark.parametrize("kind", sorted(BOMBS))
+def test_a_bomb_costs_the_limit_plus_one_step(kind: str) -> None:
+    """The body is the only buffer that grows: no join, no slice, no copy of the output."""
+    bomb = whole_bomb(kind, 64)
+    limit = 16 * MIB
+    tracemalloc.start()
+    try:
+        body = bytearray()
+        decoder_for(kind.removeprefix("raw-")).decode_into(bomb, body, limit)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(body) == limit and body.count(0) == limit
+    assert peak < limit + 2 * MIB + 4 * MIB, "the body, its growth slack, one step or zstd slice"

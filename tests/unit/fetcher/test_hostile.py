@@ -8,7 +8,9 @@ deadlines end them, and the server fixtures cancel the handlers at teardown.
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
+import tracemalloc
 from collections.abc import AsyncIterator
 
 import pytest
@@ -260,3 +262,44 @@ async def test_refused_connection_is_retryable(sessions: Sessions, clock: FakeCl
     result = await fetch(session, FetchTarget(f"http://127.0.0.1:{port}/"), FAST_LIMITS, clock)
     assert result.kind == "retryable"
     assert result.failure is not None and result.failure.reason is Reason.CONNECTION_ERROR
+
+
+def _plain_server(size: int) -> RawHandler:
+    async def units() -> AsyncIterator[bytes]:
+        for _ in range(size // 65536):
+            yield b"x" * 65536
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(response_head(headers={"Transfer-Encoding": "chunked"}))
+        await send_chunked(writer, units())
+
+    return handler
+
+
+@pytest.mark.parametrize("kind", [*sorted(BOMBS), "br", "plain"])
+async def test_one_capped_fetch_holds_about_one_body(
+    kind: str, sessions: Sessions, clock: FakeClock
+) -> None:
+    """The body grows in place and is handed on as it is: no joined, sliced or bytes() copy of
+    it, so a fetch holds one body and one decoder call's output."""
+    if kind == "plain":
+        handler = _plain_server(MAX_BODY_BYTES + 4 * MIB)
+    elif kind == "br":
+        if "br" not in SUPPORTED_ENCODINGS:
+            pytest.skip("no brotli binding with output limits")
+        import brotli  # noqa: PLC0415
+
+        handler = _bomb_server("br", b"", brotli.compress(bytes(64 * MIB)))
+    else:
+        handler = _bomb_server("deflate" if kind == "raw-deflate" else kind, *BOMBS[kind]())
+    session = await sessions.open()
+    async with raw_server(handler) as server:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            result = await fetch(session, FetchTarget(server.url()), FAST_LIMITS, clock)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert (result.truncated, len(result.body)) == (True, MAX_BODY_BYTES)
+    assert peak < 1.5 * MAX_BODY_BYTES, f"{peak / MAX_BODY_BYTES:.2f} bodies"

@@ -388,3 +388,37 @@ def test_outcomes_that_carry_no_page(clock: FakeClock) -> None:
     outcome = unchanged.outcome(request, page_sent=False)
     assert (outcome.kind, outcome.content_hash, outcome.elapsed_ms) == ("unchanged", "ab" * 32, 250)
     assert denied.outcome(request, page_sent=False).kind == "robots_denied"
+
+
+async def test_the_sent_hook_is_called_once_the_request_is_on_the_socket(
+    sessions: Sessions, clock: FakeClock
+) -> None:
+    hits: Counter[str] = Counter()
+    calls: list[int] = []
+
+    def sent() -> None:
+        calls.append(sum(hits.values()))  # the server has not answered yet
+
+    session = await sessions.open()
+    async with app_server(_site(hits, [])) as server:
+        result = await fetch(
+            session, FetchTarget(server.url("/page"), on_sent=sent), FAST_LIMITS, clock
+        )
+        refused_port = server.port
+    assert result.kind == "done"
+    assert calls == [0]
+    fresh = await sessions.open()  # no pooled connection to the stopped server
+    for url in ("ftp://example.com/", f"http://127.0.0.1:{refused_port}/page"):
+        result = await fetch(fresh, FetchTarget(url, on_sent=sent), FAST_LIMITS, clock)
+        assert result.kind != "done", url
+    assert calls == [0], "never called for a request that was not sent"
+
+
+async def test_results_keep_the_decoded_buffer_without_a_copy(
+    sessions: Sessions, clock: FakeClock
+) -> None:
+    async with app_server(_site(Counter(), [])) as server:
+        session = await sessions.open()
+        result = await fetch(session, FetchTarget(server.url("/page")), FAST_LIMITS, clock)
+    assert isinstance(result.body, bytearray)
+    assert result.body == b"<html>hello</html>"

@@ -175,3 +175,74 @@ def test_a_cancelled_grant_does_not_count_as_a_request() -> None:
     politeness.cancel(unused)
     assert politeness.next_allowed_at(HOST) == first.started_at + 4.0
     assert politeness.try_acquire(HOST) is not None
+
+
+def test_the_gap_counts_from_the_send_with_a_margin() -> None:
+    clock = FakeClock()
+    politeness = Politeness(PolitenessSettings(latency_factor=0), clock)
+    politeness.note_request(HOST, "crawl", 1.0)
+    grant = _grant(politeness, clock)
+    clock.advance(0.4)  # robots.txt check, a new connection's handshake
+    politeness.mark_sent(grant)
+    sent_at = clock.monotonic()
+    politeness.release(grant, status=200)
+    margin = max(0.005, 0.02 * 1.0)
+    assert politeness.next_allowed_at(HOST) >= sent_at + 1.0 + margin
+    assert politeness.next_allowed_at(HOST) == pytest.approx(sent_at + 1.0 + margin)
+
+
+def test_the_margin_is_two_percent_of_a_long_delay_and_none_without_a_delay() -> None:
+    clock = FakeClock()
+    politeness = Politeness(PolitenessSettings(latency_factor=0), clock)
+    politeness.note_request("slow.example", "crawl", 10.0)
+    politeness.note_request("fast.example", "crawl", 0.0)
+    slow, fast = (
+        _grant(politeness, clock, "slow.example"),
+        _grant(politeness, clock, "fast.example"),
+    )
+    politeness.mark_sent(slow)
+    politeness.mark_sent(fast)
+    now = clock.monotonic()
+    politeness.release(slow, status=200)
+    politeness.release(fast, status=200)
+    assert politeness.next_allowed_at("slow.example") == pytest.approx(now + 10.0 + 0.2)
+    assert politeness.next_allowed_at("fast.example") == now
+
+
+def test_latency_counts_from_the_send_and_a_late_send_report_is_ignored() -> None:
+    clock = FakeClock()
+    politeness = Politeness(PolitenessSettings(latency_factor=2.0), clock)
+    grant = _grant(politeness, clock)
+    clock.advance(5.0)  # waiting for robots.txt is not the server's latency
+    politeness.mark_sent(grant)
+    clock.advance(1.0)
+    politeness.release(grant, status=200)
+    assert politeness.delay(HOST) == 2.0
+    politeness.mark_sent(grant)  # already given back: nothing happens
+    assert politeness.active == 0 and not politeness.is_outstanding(grant)
+
+
+def test_listeners_hear_of_every_change_that_can_make_a_host_ready_sooner() -> None:
+    clock = FakeClock()
+    politeness = Politeness(PolitenessSettings(latency_factor=0), clock)
+    heard: list[str] = []
+    politeness.subscribe(heard.append)
+    politeness.note_request(HOST, "crawl", 1.0)
+    politeness.note_request(HOST, "crawl", 1.0)  # no change, nothing to hear
+    politeness.note_request(HOST, "crawl", 0.5)
+    politeness.set_robots_delay(HOST, None)
+    politeness.release(_grant(politeness, clock), status=200)
+    politeness.cancel(_grant(politeness, clock))
+    assert heard == [HOST] * 5
+
+
+def test_saturated_and_the_hosts_own_ready_time() -> None:
+    clock = FakeClock()
+    politeness = Politeness(PolitenessSettings(global_concurrency=1, latency_factor=0), clock)
+    grant = _grant(politeness, clock, "a")
+    assert politeness.saturated
+    assert politeness.next_allowed_at("b") == math.inf
+    assert politeness.host_ready_at("b") == clock.monotonic()
+    assert politeness.host_ready_at("a") == math.inf, "a's own slot is busy"
+    politeness.release(grant, status=200)
+    assert not politeness.saturated
