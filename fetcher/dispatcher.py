@@ -35,7 +35,6 @@ from typing import cast
 
 import aiohttp
 
-from fetcher.clock import Clock
 from fetcher.host_queues import HostQueues
 from fetcher.http import fetch, open_session
 from fetcher.politeness import Grant, Politeness
@@ -48,6 +47,7 @@ from schemas.fetch import FetchRequest
 from schemas.links import LinkEdge, PageLinks
 from schemas.outcomes import FetchOutcome
 from schemas.serde import encode, encode_page
+from streamcrawl.clock import Clock
 from streamcrawl.handler import Deferred
 
 log = logging.getLogger(__name__)

@@ -36,8 +36,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
-from fetcher.clock import Clock
 from fetcher.politeness import Grant, Politeness
+from streamcrawl.clock import Clock
 
 _COMPACT_SLACK = 64
 """A heap is rebuilt once it holds more than twice its live entries plus this."""

@@ -43,7 +43,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from yarl import URL
 
 from fetcher.addresses import AddressPolicy
-from fetcher.clock import Clock
 from fetcher.decoding import ACCEPT_ENCODING, decoder_for
 from fetcher.errors import (
     Failure,
@@ -64,6 +63,7 @@ from fetcher.results import Body, FetchResult, FetchTarget, SentHook
 from schemas.canonical import canonical_url
 from schemas.outcomes import OutcomeKind
 from schemas.pages import MAX_BODY_BYTES
+from streamcrawl.clock import Clock
 
 KIB = 1024
 _FETCH_ERRORS = (aiohttp.ClientError, OSError, TimeoutError, FetcherError)

@@ -47,8 +47,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fetcher.clock import Clock
 from fetcher.errors import RETRY_AFTER_CAP_S
+from streamcrawl.clock import Clock
 
 _OVERLOADED = frozenset({429, 503})
 

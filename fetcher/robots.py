@@ -34,10 +34,10 @@ import aiohttp
 from protego import Protego
 from pydantic import BaseModel, ConfigDict, Field
 
-from fetcher.clock import Clock
 from fetcher.http import FetchLimits, fetch
 from fetcher.results import FetchResult, FetchTarget, SentHook
 from schemas.canonical import canonical_url
+from streamcrawl.clock import Clock
 
 KIB = 1024
 

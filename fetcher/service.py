@@ -8,12 +8,12 @@ local site: private and loopback addresses are refused otherwise).
 
 from __future__ import annotations
 
-from fetcher.clock import SystemClock
 from fetcher.dispatcher import Dispatcher, FetchTopics
 from fetcher.handler import FetcherHandler
 from fetcher.settings import FetcherSettings
 from schemas import fetch, links, outcomes, pages
 from schemas.serde import decode
+from streamcrawl.clock import SystemClock
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
 from streamcrawl.spec import Input

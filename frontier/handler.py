@@ -31,7 +31,6 @@ from collections.abc import Callable
 from typing import Any
 
 from frontier import admission, crawlstate, purge, release, timers
-from frontier.clock import Clock
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.outcomes import handle_outcome
 from frontier.progress import publish_progress
@@ -44,6 +43,7 @@ from schemas.scores import PageScore
 from schemas.seeds import SEED_MESSAGE
 from schemas.serde import decode
 from schemas.urls import URLS_MESSAGE, DiscoveredUrls
+from streamcrawl.clock import Clock
 from streamcrawl.handler import BaseHandler, Context, Record
 from streamcrawl.spec import Input
 

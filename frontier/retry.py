@@ -30,8 +30,8 @@ import random
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from frontier.clock import Clock
 from schemas.outcomes import FetchOutcome
+from streamcrawl.clock import Clock
 
 OutcomeAction = Literal["done", "redirect", "retry", "dead", "unchanged"]
 DeadReason = Literal[

@@ -25,12 +25,12 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from frontier.api import TableCrawlView, build_app
-from frontier.clock import SystemClock
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.handler import FrontierHandler
 from frontier.progress import ProgressBook
 from schemas import crawls, progress, seeds
 from schemas.serde import decode
+from streamcrawl.clock import SystemClock
 from streamcrawl.exceptions import FatalKafkaError
 from streamcrawl.kafka import KafkaProducer, table_consumer_config
 from streamcrawl.logs import configure_logging

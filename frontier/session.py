@@ -21,7 +21,6 @@ from pydantic import BaseModel
 
 from frontier.bloom import BloomFilter
 from frontier.budget import BudgetAccount
-from frontier.clock import Clock
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.queues import HostHeap, count_by_host
 from frontier.records import (
@@ -42,6 +41,7 @@ from frontier.retry import RetryPolicy
 from frontier.scope import ScopeRules
 from schemas.crawls import CrawlState
 from schemas.serde import encode
+from streamcrawl.clock import Clock
 from streamcrawl.handler import Context
 from streamcrawl.state import Table
 

@@ -63,7 +63,6 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from fetcher.clock import SystemClock
 from fetcher.dispatcher import Dispatcher, FetchTopics
 from fetcher.http import FetchLimits, fetch, open_session
 from fetcher.politeness import Grant, Politeness, PolitenessSettings
@@ -71,6 +70,7 @@ from fetcher.results import FetchTarget
 from fetcher.settings import FetcherSettings
 from schemas.fetch import FetchRequest
 from schemas.pages import MAX_BODY_BYTES
+from streamcrawl.clock import SystemClock
 from streamcrawl.handler import Deferred
 from tests.unit.fetcher.bombs import MIB, zlib_bomb, zstd_bomb
 from tests.unit.fetcher.servers import RawHandler, app_server, raw_server, response_head

@@ -55,7 +55,6 @@ from typing import Any, TypeVar
 # packages are measured, not whichever copy an editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from frontier.clock import FakeClock
 from frontier.config import FrontierConfig, FrontierTopics
 from frontier.handler import FrontierHandler, decode_urls, random_lease_ids
 from frontier.progress import ProgressBook
@@ -63,6 +62,7 @@ from frontier.records import CRAWL, TABLES, CrawlRecord
 from frontier.session import PartitionMemory
 from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState, StoredCrawlRequest
+from streamcrawl.clock import FakeClock
 from streamcrawl.handler import Context, Record
 from streamcrawl.recovery import source_header
 from streamcrawl.settings import LoopSettings, StateSettings

@@ -10,8 +10,8 @@ import pytest
 from aiohttp.abc import AbstractResolver
 
 from fetcher.addresses import AddressPolicy
-from fetcher.clock import FakeClock
 from fetcher.http import FetchLimits, open_session
+from streamcrawl.clock import FakeClock
 
 LOOPBACK = AddressPolicy.from_strings(["127.0.0.0/8"])
 STRICT = AddressPolicy()

@@ -10,12 +10,12 @@ import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from fetcher.addresses import AddressPolicy, embedded_ipv4, parse_address
-from fetcher.clock import FakeClock
 from fetcher.errors import Reason
 from fetcher.exceptions import BlockedAddressError
 from fetcher.http import fetch
 from fetcher.resolver import SafeResolver, guarded_socket_factory
 from fetcher.results import FetchTarget
+from streamcrawl.clock import FakeClock
 from tests.unit.fetcher.conftest import FAST_LIMITS, LOOPBACK, STRICT, Sessions
 from tests.unit.fetcher.servers import raw_server, response_head
 

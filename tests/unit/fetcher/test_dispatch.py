@@ -13,13 +13,13 @@ import itertools
 
 from aiohttp import web
 
-from fetcher.clock import FakeClock
 from fetcher.host_queues import HostQueues
 from fetcher.http import fetch
 from fetcher.politeness import Grant, Politeness, PolitenessSettings
 from fetcher.results import FetchTarget
 from fetcher.robots import RobotsCache, RobotsSettings
 from schemas.fetch import FetchRequest
+from streamcrawl.clock import FakeClock
 from tests.unit.fetcher.conftest import FAST_LIMITS, Sessions
 from tests.unit.fetcher.servers import app_server, raw_server, response_head
 

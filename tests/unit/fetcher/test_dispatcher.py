@@ -15,13 +15,13 @@ import pytest
 from aiohttp import web
 
 import fetcher.dispatcher as dispatcher_module
-from fetcher.clock import SystemClock
 from fetcher.dispatcher import Dispatcher, FetchTopics
 from fetcher.politeness import Grant, Politeness
 from fetcher.results import FetchResult
 from fetcher.settings import FetcherSettings
 from schemas.fetch import FetchRequest
 from schemas.pages import FetchedPage
+from streamcrawl.clock import SystemClock
 from streamcrawl.handler import Deferred
 from tests.unit.fetcher.conftest import FAST_LIMITS
 from tests.unit.fetcher.servers import AppServer, app_server

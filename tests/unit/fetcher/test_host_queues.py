@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 import math
 
-from fetcher.clock import FakeClock
 from fetcher.host_queues import HostQueues
 from fetcher.politeness import Politeness, PolitenessSettings
 from schemas.fetch import FetchRequest
+from streamcrawl.clock import FakeClock
 
 
 def _request(

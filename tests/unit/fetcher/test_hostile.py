@@ -15,12 +15,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from fetcher.clock import FakeClock
 from fetcher.decoding import SUPPORTED_ENCODINGS
 from fetcher.errors import Reason
 from fetcher.http import FetchLimits, fetch
 from fetcher.results import FetchResult, FetchTarget
 from schemas.pages import MAX_BODY_BYTES
+from streamcrawl.clock import FakeClock
 from tests.unit.fetcher.bombs import BOMBS, MIB
 from tests.unit.fetcher.conftest import FAST_LIMITS, Sessions
 from tests.unit.fetcher.servers import RawHandler, raw_server, response_head, send_chunked

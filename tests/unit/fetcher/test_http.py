@@ -10,12 +10,12 @@ from collections import Counter
 
 from aiohttp import web
 
-from fetcher.clock import FakeClock
 from fetcher.decoding import ACCEPT_ENCODING
 from fetcher.errors import Reason
 from fetcher.http import accepts, fetch
 from fetcher.results import FetchResult, FetchTarget
 from schemas.fetch import FetchRequest
+from streamcrawl.clock import FakeClock
 from tests.unit.fetcher.conftest import FAST_LIMITS, Sessions
 from tests.unit.fetcher.servers import app_server, raw_server, response_head
 

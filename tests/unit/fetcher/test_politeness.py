@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fetcher.clock import FakeClock
 from fetcher.politeness import Grant, Politeness, PolitenessSettings
+from streamcrawl.clock import FakeClock
 
 HOST = "example.com"
 EPSILON = 1e-9

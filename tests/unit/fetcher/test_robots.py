@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from fetcher.clock import FakeClock
 from fetcher.http import FetchLimits
 from fetcher.results import FetchResult, FetchTarget
 from fetcher.robots import RobotsCache, RobotsSettings, robots_origin
+from streamcrawl.clock import FakeClock
 from tests.unit.fetcher.conftest import FAST_LIMITS, STRICT, Sessions
 from tests.unit.fetcher.servers import app_server
 

@@ -24,7 +24,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from frontier.clock import FakeClock
 from frontier.config import FrontierConfig, FrontierTopics
 from frontier.handler import FrontierHandler, random_lease_ids
 from frontier.progress import ProgressBook
@@ -39,6 +38,7 @@ from schemas.progress import PartitionProgress
 from schemas.seeds import CrawlCommand, CrawlRequest
 from schemas.serde import encode
 from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
+from streamcrawl.clock import FakeClock
 from streamcrawl.handler import Context, Output, Record
 from streamcrawl.settings import StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Transaction

@@ -14,8 +14,8 @@ from frontier.budget import (
     BudgetLedger,
     may_lease_depth,
 )
-from frontier.clock import FakeClock
 from schemas.budget import BudgetGrant, BudgetRequest
+from streamcrawl.clock import FakeClock
 
 PARTITIONS = 6
 

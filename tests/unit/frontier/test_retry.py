@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from frontier.clock import FakeClock
 from frontier.retry import (
     DEFAULT_CAP_MS,
     DEFAULT_RECOVERY_SUCCESSES,
@@ -24,6 +23,7 @@ from frontier.retry import (
     window_after,
 )
 from schemas.outcomes import FetchOutcome
+from streamcrawl.clock import FakeClock
 
 DRAWS = 300
 

@@ -1,9 +1,9 @@
-"""Time as an injected object, so leases, retries, politeness timers and budget are testable.
+"""Time as an injected object, so leases, retries, politeness, Retry-After and TTLs are testable.
 
-Two readings: ``now_ms()`` for wall-clock instants that cross processes (lease deadlines and retry
-due times in epoch milliseconds, as the schemas carry them), and ``monotonic()`` for intervals
-inside one process. Policies in this package take the instant they need as an argument; only
-their thin wrappers read a clock. Nothing here sleeps.
+Two readings: ``now_ms()`` for wall-clock instants that cross processes (lease deadlines, retry due
+times, fetch times, HTTP dates in epoch milliseconds, as the schemas carry them), and
+``monotonic()`` for intervals inside one process (politeness gaps, cache expiry). Policies take the
+instant they need as an argument; only their thin wrappers read a clock. Nothing here sleeps.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Protocol
 
 
 class Clock(Protocol):
-    """A source of the two time readings the frontier uses."""
+    """A source of the two time readings every policy uses."""
 
     def now_ms(self) -> int:
         """Milliseconds since the epoch (UTC), for instants stored in state or sent on topics."""
