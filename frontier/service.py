@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from frontier.api import TableCrawlView, build_app
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
+from frontier.exceptions import ApiPortUnavailableError
 from frontier.handler import FrontierHandler
 from frontier.progress import ProgressBook
 from schemas import crawls, progress, seeds
@@ -169,8 +170,11 @@ def start_api(
     directory: CrawlDirectory,
     progress_view: ProgressView,
     stack: contextlib.ExitStack,
-) -> bool:
-    """Serve the crawl-control API until `stack` closes; False when the frontier must stop."""
+) -> str | None:
+    """Serve the crawl-control API until `stack` closes and return its address.
+
+    None when the default port is taken (the frontier runs on without the API); a configured port
+    that cannot be had raises `ApiPortUnavailableError`."""
     options = settings.frontier
     publisher = SeedPublisher(
         KafkaProducer.from_settings(settings), topic_name(settings, seeds.TOPIC)
@@ -183,18 +187,17 @@ def start_api(
         server.stop()
         publisher.close()
         if "api_port" in options.model_fields_set:
-            log.error(
-                "crawl API cannot listen on %s:%d: %s", options.api_host, options.api_port, error
-            )
-            return False
+            raise ApiPortUnavailableError(
+                f"crawl API cannot listen on {options.api_host}:{options.api_port}: {error}"
+            ) from error
         log.error("crawl API not served: default port %d: %s", options.api_port, error)
-        return True
+        return None
     stack.callback(publisher.close)
     stack.callback(server.stop)  # first: no request publishes after the producer closed
     log.info("frontier %s serving the crawl API on http://%s", settings.instance_id, address)
     if options.api_token is None and not _loopback(options.api_host):
         log.warning("the crawl API listens on %s without a token", options.api_host)
-    return True
+    return address
 
 
 def _loopback(host: str) -> bool:
@@ -242,8 +245,13 @@ def main() -> int:
             if not table.wait_ready(TABLES_READY_TIMEOUT_S):
                 sys.stderr.write(f"streamcrawl: a frontier table did not load: {table.error}\n")
                 return 2
-        if settings.frontier.api_enabled and not start_api(settings, crawl_table, book, stack):
-            return 2
+        api_address = None
+        if settings.frontier.api_enabled:
+            try:
+                api_address = start_api(settings, crawl_table, book, stack)
+            except ApiPortUnavailableError as error:
+                log.error("%s", error)
+                return 2
         spec = service_spec(
             settings,
             "frontier",
@@ -251,4 +259,4 @@ def main() -> int:
             tables=handler.tables(),
             co_partitioned=True,
         )
-        return run_service(spec, handler, settings)
+        return run_service(spec, handler, settings, api_address=api_address)

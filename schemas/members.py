@@ -1,7 +1,8 @@
 """`members`: who is running, where its HTTP side server is, what it holds and whether it is ready.
 
-Producer: every service instance, on start, on every assignment change, periodically (a heartbeat)
-and a tombstone on clean shutdown. Consumers: `streamcrawl status`, query routing in the link graph.
+Producer: every service instance, with its side-server and API addresses, on start, on every
+assignment change, periodically (a heartbeat), and a tombstone on clean shutdown. Consumers:
+`streamcrawl status`, the CLI's queries and query routing in the link graph.
 Key: role/instance, compacted; one partition, since it is tiny and read whole.
 """
 
@@ -27,6 +28,9 @@ class Member(InternalModel):
     role: str
     instance: str
     http_address: str
+    """The side server: /metrics, /healthz, /readyz."""
+    api_address: str | None = None
+    """The role's own HTTP API (crawl control, graph or page queries), when it serves one."""
     partitions: list[str]
     """Assigned input partitions as `topic:partition`."""
     ready: bool

@@ -25,12 +25,14 @@ class MemberPublisher:
         instance: str,
         http_address: str,
         heartbeat_s: float = 5.0,
+        api_address: str | None = None,
     ) -> None:
         self._producer = producer
         self._topic = topic
         self._role = role
         self._instance = instance
         self._http_address = http_address
+        self._api_address = api_address
         self._heartbeat_s = heartbeat_s
         self._last: tuple[tuple[str, ...], bool] | None = None
         self._last_at = 0.0
@@ -45,6 +47,7 @@ class MemberPublisher:
             role=self._role,
             instance=self._instance,
             http_address=self._http_address,
+            api_address=self._api_address,
             partitions=partitions,
             ready=ready,
             updated_at=now_millis(),

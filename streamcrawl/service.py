@@ -97,7 +97,9 @@ def run_service(
     handler: Handler,
     settings: Settings,
     on_ready: Callable[[ServiceLoop], None] | None = None,
+    api_address: str | None = None,
 ) -> int:
+    """Run `handler` under `spec` until SIGTERM; `api_address` is published in `members`."""
     configure_logging(spec.role, settings.instance_id, settings.log_level)
     loop = build_loop(spec, handler, settings)
     side = SideServer(
@@ -114,6 +116,7 @@ def run_service(
         spec.role,
         settings.instance_id,
         address,
+        api_address=api_address,
     )
 
     def request_stop(signum: int, frame: FrameType | None) -> None:

@@ -27,6 +27,7 @@ from frontier.api import (
     crawl_request_from,
     openapi_document,
 )
+from frontier.exceptions import ApiPortUnavailableError
 from frontier.progress import ProgressBook
 from frontier.service import ApiServer, FrontierServiceSettings, start_api
 from schemas.crawls import CrawlState
@@ -565,5 +566,6 @@ def test_an_explicit_api_port_that_is_taken_stops_the_frontier() -> None:
         settings = FrontierServiceSettings(
             kafka={"bootstrap_servers": "127.0.0.1:1"}, frontier={"api_port": port}
         )
-        with contextlib.ExitStack() as stack:
-            assert not start_api(settings, {}, ProgressBook(), stack)
+        stop = pytest.raises(ApiPortUnavailableError, match=str(port))
+        with contextlib.ExitStack() as stack, stop:
+            start_api(settings, {}, ProgressBook(), stack)
