@@ -35,6 +35,7 @@ from typing import cast
 
 import aiohttp
 
+from fetcher import metrics
 from fetcher.host_queues import HostQueues
 from fetcher.http import fetch, open_session
 from fetcher.politeness import Grant, Politeness
@@ -69,6 +70,8 @@ class Job:
     request: FetchRequest
     deferred: Deferred
     partition: int
+    queued_at: float = 0.0
+    """Monotonic time it entered its host queue (again, after its grant went to robots.txt)."""
     finished: bool = False
     """The Deferred was finished (or is being finished) by this dispatcher."""
 
@@ -198,7 +201,9 @@ class Dispatcher:
     def _accept(self) -> None:
         with self._inbox_lock:
             jobs, self._inbox, self._inbox_due = self._inbox, [], False
+        now = self._clock.monotonic()
         for job in jobs:
+            job.queued_at = now
             self._queues.push(job)
         self._schedule()
 
@@ -235,8 +240,10 @@ class Dispatcher:
             self._left += 1
             self.dropped_expired += 1
             self._finish_deferred(job)
+        now = self._clock.monotonic()
         while (item := self._queues.pop_ready()) is not None:
             self._left += 1
+            metrics.POLITENESS_WAIT.observe(max(now - item[0].queued_at, 0.0))
             task = self._loop.create_task(self._serve(*item))
             self._tasks.add(task)
             task.add_done_callback(self._task_done)
@@ -298,12 +305,15 @@ class Dispatcher:
                 # No http(s) origin, so no robots.txt: fetch() reports the URL as unfetchable.
             elif not rules.allows(request.url):
                 self._politeness.cancel(grant)
+                metrics.ROBOTS_DENIED.inc()
                 self._finish(job, _robots_denied(request, rules.sitemaps), None, b"")
                 return
             else:
                 sitemaps = list(rules.sitemaps)
         target = FetchTarget.from_request(request, on_sent)
-        result = await fetch(self._session, target, self._settings.http, self._clock)
+        result = await metrics.counted(
+            fetch(self._session, target, self._settings.http, self._clock)
+        )
         self._politeness.release(grant, status=result.status, retry_after_s=result.retry_after_s)
         self._finish_result(job, result, sitemaps)
 
@@ -314,6 +324,7 @@ class Dispatcher:
         rules = await robots.fetch_rules(job.request.url, on_sent)
         self._politeness.release(grant, status=rules.status)
         self._politeness.set_robots_delay(job.host, rules.crawl_delay_s)
+        job.queued_at = self._clock.monotonic()
         self._queues.requeue(job)
         self._left -= 1
         self._schedule()

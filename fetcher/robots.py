@@ -34,6 +34,7 @@ import aiohttp
 from protego import Protego
 from pydantic import BaseModel, ConfigDict, Field
 
+from fetcher import metrics
 from fetcher.http import FetchLimits, fetch
 from fetcher.results import FetchResult, FetchTarget, SentHook
 from schemas.canonical import canonical_url
@@ -142,7 +143,8 @@ class RobotsCache:
         limits: FetchLimits,
         clock: Clock,
     ) -> RobotsCache:
-        """A cache fetching through the fetcher's session, with robots.txt's own size cap."""
+        """A cache fetching through the fetcher's session, with robots.txt's own size cap, each
+        attempt counted in `fetcher.metrics`."""
         robots_limits = limits.model_copy(
             update={
                 "max_body_bytes": min(settings.max_bytes, limits.max_body_bytes),
@@ -153,7 +155,8 @@ class RobotsCache:
         )
 
         async def fetch_robots(target: FetchTarget) -> FetchResult:
-            return await fetch(session, target, robots_limits, clock)
+            fetching = fetch(session, target, robots_limits, clock)
+            return await metrics.counted(fetching, metrics.ROBOTS_TXT)
 
         return cls(settings, fetch_robots, clock)
 
