@@ -15,6 +15,8 @@ from typing import Any
 
 ROLES = ("frontier", "fetcher", "parser", "linkgraph", "storage")
 """The stages, as in streamcrawl.stack.ROLES (this script runs without the package installed)."""
+STATEFUL = ("frontier", "linkgraph", "storage")
+"""Stages with per-partition RocksDB state restored from a changelog."""
 DATASOURCE = {"type": "prometheus", "uid": "streamcrawl-prometheus"}
 RATE = "$__rate_interval"
 OUT = Path(__file__).resolve().parent / "dashboards"
@@ -26,9 +28,11 @@ def target(expr: str, legend: str = "") -> dict[str, Any]:
     return {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend or "__auto"}
 
 
-def per_stage(template: str, legend: str = "{role}") -> list[dict[str, Any]]:
+def per_stage(
+    template: str, legend: str = "{role}", roles: tuple[str, ...] = ROLES
+) -> list[dict[str, Any]]:
     """One target per stage: `template` with `{role}` filled in."""
-    return [target(template.format(role=role), legend.format(role=role)) for role in ROLES]
+    return [target(template.format(role=role), legend.format(role=role)) for role in roles]
 
 
 def timeseries(
@@ -178,14 +182,18 @@ def stages_row() -> list[Panel]:
         ),
         timeseries(
             "State restored (records/s)",
-            per_stage(f"sum(rate(streamcrawl_{{role}}_state_restored_records_total[{RATE}]))"),
+            per_stage(
+                f"sum(rate(streamcrawl_{{role}}_state_restored_records_total[{RATE}]))",
+                roles=STATEFUL,
+            ),
             "reqps",
         ),
         timeseries(
             "State partition restore time, max",
             per_stage(
                 "histogram_quantile(1, sum by (le) "
-                "(streamcrawl_{role}_state_restore_seconds_bucket))"
+                "(streamcrawl_{role}_state_restore_seconds_bucket))",
+                roles=STATEFUL,
             ),
             "s",
         ),

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 from streamcrawl.stack import ROLES
 
+STATEFUL = ("frontier", "linkgraph", "storage")
+"""Roles with changelog-backed state; the others export the state metrics but never move them."""
+
 
 @dataclass(frozen=True)
 class Family:
