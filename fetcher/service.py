@@ -21,7 +21,6 @@ from streamcrawl.settings import Settings
 from streamcrawl.spec import Input
 from streamcrawl.topics import topic_name
 
-
 GC_THRESHOLDS = (20_000, 20, 20)
 """Young-generation collections every 20,000 net allocations instead of 700: one fetch allocates
 thousands of short-lived containers (aiohttp's request and response objects, pydantic's output),
