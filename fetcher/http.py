@@ -60,6 +60,7 @@ from fetcher.exceptions import (
 )
 from fetcher.resolver import SafeResolver, guarded_socket_factory
 from fetcher.results import Body, FetchResult, FetchTarget, SentHook
+from fetcher.urls import fetch_url
 from schemas.canonical import canonical_url
 from schemas.outcomes import OutcomeKind
 from schemas.pages import MAX_BODY_BYTES
@@ -162,7 +163,7 @@ async def fetch(
     """GET ``target.url`` once and say how it went; raises only on programming errors."""
     started = clock.monotonic()
     draft = _Draft(clock.now_ms())
-    url = canonical_url(target.url)
+    url = fetch_url(target.url)
     if url is None:
         scheme = target.url.partition(":")[0].lower()
         reason = Reason.INVALID_URL if scheme in ("http", "https") else Reason.UNSUPPORTED_SCHEME

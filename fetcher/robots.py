@@ -23,8 +23,6 @@ unused (`Politeness.cancel`). Concurrent callers for one origin share a fetch.
 from __future__ import annotations
 
 import asyncio
-import functools
-import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -37,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fetcher import metrics
 from fetcher.http import FetchLimits, fetch
 from fetcher.results import FetchResult, FetchTarget, SentHook
+from fetcher.urls import origin
 from schemas.canonical import canonical_url
 from streamcrawl.clock import Clock
 
@@ -95,34 +94,10 @@ class RobotsRules:
         return bool(self.parser.can_fetch(url, self.user_agent))
 
 
-_PLAIN_ORIGIN = re.compile(r"https?://[a-z0-9.\-]+(?::[0-9]{1,5})?(?=[/?#]|$)", re.IGNORECASE)
-"""An URL's start when it is a plain scheme, host name or IPv4 address, and port, whatever the rest
-of the URL holds: its origin is then that of the start alone."""
-
-
 def robots_origin(url: str) -> str | None:
-    """``scheme://host[:port]`` of an http(s) URL, the key robots.txt rules are stored by.
-
-    Asked once per request, so the usual case is cached by the URL's start (the host's
-    canonical form is the costly part); anything unusual goes through `canonical_url` whole.
-    """
-    plain = _PLAIN_ORIGIN.match(url)
-    if plain is not None:
-        return _origin_of_start(plain.group())
-    return _origin(url)
-
-
-@functools.lru_cache(maxsize=4096)
-def _origin_of_start(start: str) -> str | None:
-    return _origin(start + "/")
-
-
-def _origin(url: str) -> str | None:
-    canonical = canonical_url(url, tracking_params=frozenset())
-    if canonical is None:
-        return None
-    scheme, _, rest = canonical.partition("://")
-    return f"{scheme}://{rest.partition('/')[0]}"
+    """``scheme://host[:port]`` of an http(s) URL, the key robots.txt rules are stored by
+    (`fetcher.urls.origin`: asked once per request, so cached by the URL's start)."""
+    return origin(url)
 
 
 class RobotsCache:
