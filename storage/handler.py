@@ -1,4 +1,122 @@
-"""The storage's pure logic: message in, messages and state changes out, no Kafka.
+"""The storage's logic for one fetched page: blob, WARC records, index entry (DESIGN section 3,
+step 6). No Kafka: the kernel calls `handle` with the page and its partition's index table.
 
-Built in issue 7; the kernel contract it implements is `streamcrawl.handler.Handler`.
+For a page arriving on `pages`:
+1. its body must hash to the `sha256` the fetcher sent (else it is dead-lettered: a content-
+   addressed store must never file a body under another body's name);
+2. the URL's history is read from the index and the fetch classified (`storage.index.classify`):
+   a redelivery changes nothing and writes nothing; an unchanged page gets a revisit record and
+   only moves the latest version's timestamp; a new or changed one gets its blob (written only if
+   no blob has that hash yet), its response and request records and a new version;
+3. the new history is put in the table; the kernel ships it to the changelog and commits the
+   page's offset, then writes the index.
+
+The blob and the WARC records are on disk before the offset is committed. A crash in between
+redelivers the page to an index that does not have it: the blob is already there (content
+addressed, not written again), and the WARC writer returns the records it already holds (see
+`storage.warc` for the one case where a second identical record is appended), so the index ends
+with the same single entry either way.
 """
+
+from __future__ import annotations
+
+import hashlib
+
+from schemas.pages import FetchedPage
+from storage import metrics
+from storage.blobs import BlobStore, is_sha256_hex
+from storage.index import (
+    TABLE,
+    Change,
+    PageHistory,
+    PageVersion,
+    RecordRef,
+    classify,
+    decode_history,
+    encode_history,
+    with_new_version,
+    with_revisit,
+)
+from storage.warc import RevisitTarget, WarcWriter, warc_date
+from streamcrawl.handler import BaseHandler, Context, Record
+
+
+class StorageHandler(BaseHandler):
+    def __init__(self, blobs: BlobStore, warc: WarcWriter, history_limit: int = 64) -> None:
+        self._blobs = blobs
+        self._warc = warc
+        self._history_limit = history_limit
+
+    @staticmethod
+    def tables() -> tuple[str, ...]:
+        return (TABLE,)
+
+    def handle(self, record: Record, ctx: Context) -> None:
+        page, body = record.value
+        problem = self._body_problem(page, body)
+        if problem is not None:
+            ctx.dead_letter(problem)
+            return
+        table = ctx.table(TABLE)
+        key = page.url.encode()
+        history = decode_history(table.get(key))
+        change = classify(history, page)
+        if change is Change.REDELIVERED:
+            metrics.REDELIVERED.inc()
+            return
+        if change is Change.UNCHANGED and history is not None:
+            updated = self._revisit(history, page)
+        else:
+            updated = self._store(history, page, body)
+        table.put(key, encode_history(updated))
+
+    @staticmethod
+    def _body_problem(page: FetchedPage, body: bytes) -> str | None:
+        if not is_sha256_hex(page.sha256):
+            return f"sha256 is not a lowercase hex digest: {page.sha256[:80]!r}"
+        actual = hashlib.sha256(body).hexdigest()
+        if actual != page.sha256:
+            return f"body hashes to {actual}, the page says {page.sha256}"
+        return None
+
+    def _revisit(self, history: PageHistory, page: FetchedPage) -> PageHistory:
+        latest = history.latest
+        target = RevisitTarget(latest.warc_record_id, latest.final_url, latest.warc_date)
+        written = self._warc.write_revisit(page, target)
+        metrics.PAGES_UNCHANGED.inc()
+        metrics.BYTES_WRITTEN.inc(written.bytes_written)
+        location = written.location
+        reference = RecordRef(
+            warc_file=location.file,
+            warc_offset=location.offset,
+            warc_length=location.length,
+            record_id=location.record_id,
+        )
+        return with_revisit(history, page, reference)
+
+    def _store(self, history: PageHistory | None, page: FetchedPage, body: bytes) -> PageHistory:
+        blob = self._blobs.put(page.sha256, body)
+        written = self._warc.write_response(page, body)
+        metrics.PAGES_STORED.inc()
+        metrics.BYTES_WRITTEN.inc(blob.stored_bytes + written.bytes_written)
+        if blob.written:
+            metrics.BLOBS_WRITTEN.inc()
+        location = written.location
+        version = PageVersion(
+            fetched_at=page.fetched_at,
+            last_fetched_at=page.fetched_at,
+            status=page.status,
+            content_hash=page.sha256,
+            content_type=page.content_type,
+            body_size=page.body_size,
+            truncated=page.truncated,
+            crawl_id=page.crawl_id,
+            final_url=page.final_url,
+            blob=blob.path,
+            warc_file=location.file,
+            warc_offset=location.offset,
+            warc_length=location.length,
+            warc_record_id=location.record_id,
+            warc_date=warc_date(page.fetched_at),
+        )
+        return with_new_version(history, page, version, self._history_limit)
