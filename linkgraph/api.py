@@ -8,6 +8,7 @@ Global, answered by the ranker's latest result (any instance proxies to the lead
   GET /v1/graph/orphans | /v1/graph/domains | /v1/graph/farms | /v1/graph/syndication
   GET /v1/graph/important | /v1/graph/ranking (the latest ranking's summary)
   POST /v1/graph/rank (rank now, on demand; answers with the summary)
+  GET /v1/graph/export[?what=vertices] (CSV edge or vertex list, `linkgraph.export`; any instance)
 Errors are {"error": "..."} with 4xx/5xx. A forwarded request carries `FORWARDED_HEADER`, and an
 instance that receives one for a key it does not own answers 503 instead of forwarding again.
 """
@@ -15,8 +16,10 @@ instance that receives one for a key it does not own answers 503 instead of forw
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
@@ -85,11 +88,22 @@ def parse_query(kind: str, params: Mapping[str, str]) -> Query:
     )
 
 
+Exporter = Callable[[Path, bool], int]
+"""Writes the edge (False) or vertex (True) CSV to a path, returns its rows."""
+
+
 class GraphApi:
-    def __init__(self, local: LocalGraph, router: Router, ranker: GlobalAnswers | None) -> None:
+    def __init__(
+        self,
+        local: LocalGraph,
+        router: Router,
+        ranker: GlobalAnswers | None,
+        exporter: Exporter | None = None,
+    ) -> None:
         self._local = local
         self._router = router
         self._ranker = ranker
+        self._exporter = exporter
         self._session: aiohttp.ClientSession | None = None
 
     def app(self) -> web.Application:
@@ -99,6 +113,7 @@ class GraphApi:
         for view in GLOBAL_VIEWS:
             app.router.add_get(f"/v1/graph/{view}", self._global(view))
         app.router.add_post("/v1/graph/rank", self._rank)
+        app.router.add_get("/v1/graph/export", self._export)
         app.on_cleanup.append(self._close_session)
         return app
 
@@ -153,6 +168,16 @@ class GraphApi:
             except QueryError as error:
                 return _error(error.status, str(error))
         return await self._to_ranker(request)
+
+    async def _export(self, request: web.Request) -> web.StreamResponse:
+        if self._exporter is None:
+            return _error(404, "export is not configured on this instance")
+        vertices = request.query.get("what") == "vertices"
+        with tempfile.TemporaryDirectory(prefix="linkgraph-api-export-") as scratch:
+            path = Path(scratch) / "export.csv"
+            await asyncio.to_thread(self._exporter, path, vertices)
+            body = await asyncio.to_thread(path.read_bytes)
+        return web.Response(body=body, content_type="text/csv", charset="utf-8")
 
     async def _to_ranker(self, request: web.Request) -> web.Response:
         if FORWARDED_HEADER in request.headers:
