@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 from schemas import members, seeds
 from schemas.seeds import CrawlRequest
 from schemas.serde import decode, encode
-from streamcrawl import page_cli
+from streamcrawl import graph_cli, page_cli
 from streamcrawl.broker import LocalBroker
 from streamcrawl.demo import DemoSite
 from streamcrawl.exceptions import StreamcrawlError
@@ -328,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=cmd_demo)
 
     page_cli.add_commands(commands)  # page, storage
+    graph_cli.add_graph_command(commands)
     return parser
 
 
