@@ -74,9 +74,11 @@ def _members_table(settings: Settings) -> TopicTable[members.Member]:
 
 
 def _live_members(table: TopicTable[members.Member]) -> dict[str, list[members.Member]]:
+    """Ready members of the stage roles; other roles (the link graph's ranker) publish an API
+    address, not a side server."""
     by_role: dict[str, list[members.Member]] = {}
     for member in table.snapshot().values():
-        if is_live(member) and member.ready:
+        if member.role in ROLES and is_live(member) and member.ready:
             by_role.setdefault(member.role, []).append(member)
     return by_role
 
@@ -165,6 +167,7 @@ def observe_crawl(bootstrap: str, root: Path, exits: ExitStack) -> ObservedCrawl
     create_topics(settings)
     env = deployment.env("unused", STREAMCRAWL_HTTP__PORT="0")
     env["STREAMCRAWL_STORAGE__ROOT"] = str(root / "storage")
+    env["STREAMCRAWL_LINKGRAPH__RANKING_INTERVAL_S"] = "2"  # ranks within the short crawl
     env.pop("STREAMCRAWL_INSTANCE_ID")
     site = DemoSite().start()
     exits.callback(site.stop)
@@ -183,7 +186,11 @@ def observe_crawl(bootstrap: str, root: Path, exits: ExitStack) -> ObservedCrawl
     prometheus = PrometheusServer(root / "prometheus", scrape_config(targets_file)).start()
     exits.callback(prometheus.stop)
     count = sum(len(m) for m in by_role.values())
-    wait_for(lambda: _all_targets_up(prometheus, count), 60, f"{count} targets up")
+    try:
+        wait_for(lambda: _all_targets_up(prometheus, count), 60, f"{count} targets up")
+    except TimeoutError as error:
+        health = [(t["labels"], t["health"], t["lastError"]) for t in prometheus.targets()]
+        raise AssertionError(f"{error}: {health}") from error
 
     started_at = time.time()
     request = CrawlRequest(seeds=[site.seed_url], max_depth=3, politeness_delay_ms=100)
