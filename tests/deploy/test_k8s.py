@@ -76,7 +76,10 @@ def test_each_stage_runs_the_image_with_its_command_ports_and_probes() -> None:
             assert ports["api"] == int(env[f"STREAMCRAWL_{role.upper()}__API_PORT"])
         assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
         assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        security = pod["spec"]["securityContext"]
+        assert security["runAsNonRoot"] is True and security["runAsUser"] == 10001
+        assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
         assert container["envFrom"] == [{"configMapRef": {"name": "streamcrawl-config"}}]
         names = {item["name"]: item for item in container["env"]}
         assert names["STREAMCRAWL_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == (
