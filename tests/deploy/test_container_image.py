@@ -77,6 +77,7 @@ def test_the_entrypoint_binds_a_reachable_address_unless_told() -> None:
         "STREAMCRAWL_LINKGRAPH__API_HOST",
         "STREAMCRAWL_STORAGE__API_HOST",
     }
+    assert [name for name in hosts if check(None, name) is not None] == []
     (address,) = set(hosts.values())
     assert not address.startswith("127."), "a loopback address is unreachable from elsewhere"
     told = _entrypoint(
