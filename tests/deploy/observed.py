@@ -2,22 +2,25 @@
 
 Every service runs as its own process (`streamcrawl.stack.Stack`, as `streamcrawl up` runs them)
 on the session broker under a fresh topic prefix, each side server on a free port. Prometheus
-scrapes them every second through a file_sd target list written from the `members` topic (the
-http_address each instance publishes), with the shipped alert rules loaded. The crawl is of the
-demo site (`streamcrawl.demo`), and one malformed record is put on each stage's input so the
-dead-letter series have something to show. Roles whose service is not built on this branch exit
-with `NOT_BUILT_EXIT` and are reported, not required.
+scrapes them every second through a file_sd target list that the shipped tool
+(deploy/prometheus/file_sd.py) writes from the `members` topic, with the shipped alert rules.
+The crawl is of the demo site (`streamcrawl.demo`), and one malformed record is put on each
+stage's input so the dead-letter series have something to show. Roles whose service is not
+built on this branch exit with `NOT_BUILT_EXIT` and are reported, not required.
 """
 
 from __future__ import annotations
 
 import calendar
 import json
+import subprocess
+import sys
 import time
 import urllib.request
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from schemas import fetch, links, members, pages, seeds
 from schemas.seeds import CrawlRequest
@@ -114,17 +117,20 @@ def scrape_config(targets_file: Path) -> dict[str, object]:
     }
 
 
-def write_targets(path: Path, by_role: dict[str, list[members.Member]]) -> None:
-    """file_sd groups: one per instance, job `streamcrawl-<role>` as in every shipped config."""
-    groups = [
-        {
-            "targets": [member.http_address],
-            "labels": {"job": f"streamcrawl-{role}", "instance": member.instance},
-        }
-        for role, role_members in sorted(by_role.items())
-        for member in role_members
-    ]
-    path.write_text(json.dumps(groups, indent=2))
+def write_targets(path: Path, env: dict[str, str]) -> list[Any]:
+    """The shipped file_sd tool (deploy/prometheus/file_sd.py) run once on this deployment."""
+    completed = subprocess.run(
+        [sys.executable, str(PROMETHEUS_DIR / "file_sd.py"), "--once", str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise AssertionError(f"file_sd.py failed: {completed.stdout}{completed.stderr}")
+    groups: list[Any] = json.loads(path.read_text())
+    return groups
 
 
 def _all_targets_up(prometheus: PrometheusServer, count: int) -> bool:
@@ -182,10 +188,12 @@ def observe_crawl(bootstrap: str, root: Path, exits: ExitStack) -> ObservedCrawl
 
     targets_file = root / "prometheus" / "targets.json"
     targets_file.parent.mkdir(parents=True)
-    write_targets(targets_file, by_role)
+    groups = write_targets(targets_file, env)
+    count = sum(len(m) for m in by_role.values())
+    if len(groups) != count:
+        raise AssertionError(f"file_sd wrote {groups} for {count} ready members")
     prometheus = PrometheusServer(root / "prometheus", scrape_config(targets_file)).start()
     exits.callback(prometheus.stop)
-    count = sum(len(m) for m in by_role.values())
     try:
         wait_for(lambda: _all_targets_up(prometheus, count), 60, f"{count} targets up")
     except TimeoutError as error:
