@@ -6,6 +6,7 @@ with a volume per pod; fetchers and parsers scale on their groups' lag through K
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,9 @@ STATEFUL = ("frontier", "linkgraph", "storage")
 SCALED_ON_LAG = {"fetcher": fetch.TOPIC.suffix, "parser": pages.TOPIC.suffix}
 
 
+@functools.cache
 def _documents() -> list[dict[str, Any]]:
+    """Every manifest (parsed once; the tests only read them)."""
     documents = []
     for path in sorted(K8S.glob("*.yaml")):
         if path.name != "kustomization.yaml":
