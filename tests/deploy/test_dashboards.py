@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from types import ModuleType
 
 from streamcrawl.stack import ROLES
@@ -100,3 +101,11 @@ def test_the_crawl_dashboard_is_per_crawl() -> None:
     shared = [q for q in panel_queries(DASHBOARD_DIR / "crawl.json") if "$crawl_id" not in q.expr]
     assert len(per_crawl) >= 10
     assert all(q.panel.endswith("(all crawls)") for q in shared), "unfiltered panel not marked"
+
+
+def test_rates_follow_grafanas_rate_interval() -> None:
+    """A fixed window breaks when the scrape interval changes; $__rate_interval follows it."""
+    for path in dashboard_paths():
+        for query in panel_queries(path):
+            for window in re.findall(r"\b(?:rate|increase|deriv)\([^\[]*\[([^\]]+)\]", query.expr):
+                assert window == "$__rate_interval", f"{query.where}: [{window}]"
