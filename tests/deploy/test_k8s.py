@@ -7,6 +7,7 @@ with a volume per pod; fetchers and parsers scale on their groups' lag through K
 from __future__ import annotations
 
 import functools
+import importlib.util
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,20 @@ def test_fetchers_and_parsers_scale_on_their_groups_lag() -> None:
         assert metadata["bootstrapServers"] == config["STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS"]
         assert int(metadata["lagThreshold"]) > 0
         assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"] <= int(partitions)
+
+
+def test_the_operator_evaluates_the_unit_tested_rules() -> None:
+    rule = _find("PrometheusRule", "streamcrawl")
+    alerts = load_yaml(PROMETHEUS_DIR / "alerts.yml")
+    assert isinstance(alerts, dict)
+    assert rule["spec"]["groups"] == alerts["groups"]
+    spec = importlib.util.spec_from_file_location("build", K8S / "build_prometheus_rule.py")
+    assert spec is not None and spec.loader is not None
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    assert (K8S / "prometheus-rule.yaml").read_text() == builder.render(), (
+        "run deploy/k8s/build_prometheus_rule.py"
+    )
 
 
 def test_the_topic_job_creates_the_topics() -> None:
