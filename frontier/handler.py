@@ -19,7 +19,8 @@ session of its own, it purges crawls finished longer than the retention ago (`fr
 One state partition p holds the hosts of partition p of `urls`, `outcomes` and `scores` and the
 crawls whose ids land on partition p of `seeds` and `budget`: all inputs share the partition count
 and the group uses the range assignor, so p of every input is on one instance. Memory per partition
-is `frontier.session.PartitionMemory`, rebuilt in :meth:`on_partition_opened`.
+is `frontier.session.PartitionMemory`, rebuilt in :meth:`on_partition_opened`, which also recounts
+the gauges from the tables (`frontier.reconcile`: a crash may have left them off).
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from typing import Any
 
 from frontier import admission, crawlstate, purge, release, timers
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
+from frontier.metrics import CRAWL_COUNTERS, FrontierMetrics, PartitionGauges
 from frontier.outcomes import handle_outcome
 from frontier.progress import publish_progress
+from frontier.reconcile import reconcile
 from frontier.records import CRAWL, PENDING, QUEUE, TABLES, VISITED
 from frontier.retry import RetryPolicy
 from frontier.session import FrontierServices, PartitionMemory, PartitionSession
@@ -89,6 +92,7 @@ class FrontierHandler(BaseHandler):
         clock: Clock,
         rng: random.Random,
         new_lease_id: Callable[[], str] | None = None,
+        metrics: FrontierMetrics | None = None,
     ) -> None:
         retry = RetryPolicy(clock, rng, base_ms=config.retry_base_ms, cap_ms=config.retry_cap_ms)
         self.services = FrontierServices(
@@ -99,12 +103,16 @@ class FrontierHandler(BaseHandler):
             clock=clock,
             retry=retry,
             new_lease_id=new_lease_id or (lambda: uuid.uuid4().hex),
+            metrics=metrics or FrontierMetrics.register(),
         )
         self.memory: dict[int, PartitionMemory] = {}
         self.purges: dict[int, purge.PurgeWork] = {}
         self.purged = 0
         """Crawls whose state a partition of this instance purged (one count per partition)."""
         self._directory_version = 0
+        self._gauges: dict[int, PartitionGauges] = {}
+        self._host_gauges: dict[int, tuple[int, int, int | None]] = {}
+        self._crawls_shown: set[str] = set()
         self._dispatch: dict[str, Callable[[PartitionSession, Record], None]] = {
             topics.seeds: lambda s, r: crawlstate.handle_seed_message(s, r.value),
             topics.budget: lambda s, r: crawlstate.handle_budget_message(s, r.value),
@@ -149,13 +157,22 @@ class FrontierHandler(BaseHandler):
     def on_tick(self, ctx: Context) -> None:
         session = self._session(ctx)
         memory = session.memory
+        config = self.services.config
+        if session.now_ms - memory.last_progress_ms >= config.progress_interval_ms:
+            # Before this tick releases them: how many hosts wait, and since when.
+            heap = memory.heap
+            due = heap.due(session.now_ms)
+            self._host_gauges[session.partition] = (
+                due,
+                len(heap.queued) - due,
+                heap.next_ready_at() if due else None,
+            )
         timers.expire_leases(session)
         timers.release_due(session)
         if memory.pending_crawls:
             timers.drain_pending(session)
         session.finish()
         now = session.now_ms
-        config = self.services.config
         version = self._directory_version
         if (
             memory.wake_all
@@ -181,10 +198,17 @@ class FrontierHandler(BaseHandler):
             ctx.table(QUEUE), ctx.table(PENDING), ctx.table(VISITED), self.services.config, now
         )
         self.purges[ctx.partition] = purge.PurgeWork()
+        session = self._session(ctx)
+        if reconcile(session):
+            log.info("partition %d: gauges recounted from the tables", ctx.partition)
+        session.finish()
 
     def on_partition_closed(self, partition: int) -> None:
         self.memory.pop(partition, None)
         self.purges.pop(partition, None)
+        self._gauges.pop(partition, None)
+        self._host_gauges.pop(partition, None)
+        self._show_gauges()
 
     # ----- internals --------------------------------------------------------------------------
 
@@ -211,7 +235,28 @@ class FrontierHandler(BaseHandler):
         session.finish()
 
     def _periodic(self, session: PartitionSession) -> None:
-        for key, _ in list(session.table(CRAWL).scan()):
-            crawlstate.resend_budget(session, key.decode())
+        crawl_ids = [key.decode() for key, _ in session.table(CRAWL).scan()]
+        for crawl_id in crawl_ids:
+            crawlstate.resend_budget(session, crawl_id)
         publish_progress(session)
         crawlstate.flip_done_crawls(session)
+        self._gauges[session.partition] = self._partition_gauges(session, crawl_ids)
+        self._show_gauges()
+
+    def _partition_gauges(self, session: PartitionSession, crawl_ids: list[str]) -> PartitionGauges:
+        queued = leased = 0
+        running: dict[str, dict[str, int]] = {}
+        for crawl_id in crawl_ids:
+            counters = session.counters(crawl_id)
+            queued += counters.get("queued", 0)
+            leased += counters.get("leased", 0)
+            crawl = session.crawl_state(crawl_id)
+            if crawl is not None and crawl.status in ("active", "paused"):
+                running[crawl_id] = {name: counters.get(name, 0) for name in CRAWL_COUNTERS}
+        ready, throttled, oldest = self._host_gauges.get(session.partition, (0, 0, None))
+        return PartitionGauges(queued, leased, ready, throttled, oldest, running)
+
+    def _show_gauges(self) -> None:
+        self.services.metrics.show(
+            self._gauges.values(), self.services.clock.now_ms(), self._crawls_shown
+        )

@@ -106,8 +106,13 @@ def budget_spent(snapshots: Sequence[PartitionProgress], max_links: int) -> bool
     return granted >= max_links and stuck
 
 
-def snapshot_counters(record: CrawlRecord) -> dict[str, int]:
+def snapshot_counters(
+    record: CrawlRecord, tally: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """The record's counters plus the tally's (`frontier.session`), and the budget account's."""
     counters = dict(record.counters)
+    for name, value in (tally or {}).items():
+        counters[name] = counters.get(name, 0) + value
     if record.account is not None:
         counters["budget_available"] = record.account.available
         counters["budget_consumed"] = record.account.consumed
@@ -135,7 +140,7 @@ def publish_progress(session: PartitionSession) -> None:
             partition=session.partition,
             snapshot=record.snapshot,
             at=session.now_ms,
-            counters=snapshot_counters(record),
+            counters=snapshot_counters(record, session.tally(crawl_id)),
         )
         session.produce(
             session.topics.progress, progress_key(crawl_id, session.partition), progress

@@ -18,11 +18,11 @@ visit may end a few keys past it), crawl after crawl, in these steps:
 3. `delayed`, keyed by due time, is walked whole, and only when the crawl record's gauges say the
    crawl has entries there (a cancelled crawl with retries or recrawls still waiting; a done crawl
    has none);
-4. on a later tick, once the walks are over: the owner's `owned` and `ledger` records, then the
-   crawl record. The crawl record goes last because it is how a search finds the crawl: a purge cut
-   short by a crash or a rebalance (its progress is kept in memory only) starts again at the next
-   search, and so does one for a crawl that a very late message brought back. A URL admitted while
-   the walks ran (the record's ``admitted`` counter moved) restarts them.
+4. on a later tick, once the walks are over: the owner's `owned` and `ledger` records, the crawl's
+   `tally`, then the crawl record. The crawl record goes last because it is how a search finds the
+   crawl: a purge cut short by a crash or a rebalance (its progress is kept in memory only) starts
+   again at the next search, and so does one for a crawl that a very late message brought back. A
+   URL admitted while the walks ran (the crawl's ``admitted`` counter moved) restarts them.
 
 `Table.scan` seeks to a prefix, never to a key, so walks resume through :class:`PrefixWalk`.
 
@@ -51,6 +51,7 @@ from frontier.records import (
     PENDING,
     QUEUE,
     REPORTS,
+    TALLY,
     VISITED,
     CrawlRecord,
     DelayedEntry,
@@ -58,6 +59,7 @@ from frontier.records import (
     ReportWait,
     VisitedRecord,
     deadline_key,
+    decode_tally,
     host_pages_key,
     pending_prefix,
     visited_prefix,
@@ -232,9 +234,12 @@ def finished_before(state: CrawlState, cutoff_ms: int) -> bool:
 
 
 def stored_counters(session: PartitionSession, crawl_id: str) -> dict[str, int]:
-    """The crawl record's counters as stored, without caching the record in the session."""
+    """The crawl's counters as stored (record and tally), without caching them in the session."""
     raw = session.table(CRAWL).get(crawl_id.encode())
-    return {} if raw is None else CrawlRecord.decode(raw).counters
+    counters = {} if raw is None else CrawlRecord.decode(raw).counters
+    for name, value in decode_tally(session.table(TALLY).get(crawl_id.encode())).items():
+        counters[name] = counters.get(name, 0) + value
+    return counters
 
 
 def walk(session: PartitionSession, purge: CrawlPurge, budget: Budget) -> None:
@@ -325,7 +330,7 @@ def finish(session: PartitionSession, purge: CrawlPurge) -> bool:
     crawl_id = purge.crawl_id
     if stored_counters(session, crawl_id).get("admitted", 0) != purge.admitted:
         return False
-    for name in (OWNED, LEDGER, CRAWL):
+    for name in (OWNED, LEDGER, TALLY, CRAWL):
         table = session.table(name)
         if table.get(crawl_id.encode()) is not None:
             table.delete(crawl_id.encode())

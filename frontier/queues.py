@@ -116,6 +116,10 @@ class HostHeap:
         self.ready_at[host] = ready_at_ms
         heapq.heappush(self._heap, (ready_at_ms, host))
 
+    def due(self, now_ms: int) -> int:
+        """How many hosts are ready to be released at ``now_ms`` (one pass over the hosts)."""
+        return sum(1 for ready_at in self.ready_at.values() if ready_at <= now_ms)
+
     def next_ready_at(self) -> int | None:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None

@@ -48,6 +48,7 @@ DELAYED = "delayed"
 HOSTS = "hosts"
 HOST_PAGES = "host_pages"
 CRAWL = "crawl"
+TALLY = "tally"
 OWNED = "owned"
 LEDGER = "ledger"
 REPORTS = "reports"
@@ -64,6 +65,7 @@ TABLES: tuple[str, ...] = (
     HOSTS,
     HOST_PAGES,
     CRAWL,
+    TALLY,
     OWNED,
     LEDGER,
     REPORTS,
@@ -124,6 +126,10 @@ def pending_crawl_of(key: bytes) -> str:
 
 def dump(data: dict[str, Any]) -> bytes:
     return json.dumps(data, separators=(",", ":")).encode()
+
+
+def decode_tally(raw: bytes | None) -> dict[str, int]:
+    return {} if raw is None else {str(k): int(v) for k, v in json.loads(raw).items()}
 
 
 def _load(cls: type[R], raw: bytes) -> R:

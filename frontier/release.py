@@ -78,7 +78,8 @@ def release_host(session: PartitionSession, host: str) -> None:
             return
         fingerprint = url_fingerprint(entry.url)
         visited = session.visited(entry.crawl_id, fingerprint)
-        if visited is None:
+        if visited is None or visited.state != "queued" or visited.queue_key != key.hex():
+            # Purged, or left behind by a crash: the URL is elsewhere (leased, moved, finished).
             session.table(QUEUE).delete(key)
             session.dequeued(host)
             continue

@@ -10,6 +10,19 @@ neither its state writes nor its memory changes behind.
 `HostHeap` (per host: queued count and ready time, plus the heap), the ids of crawls with
 DiscoveredUrls waiting in `pending`, and timer bookkeeping. It grows with hosts and crawls, never
 with URLs, and is rebuilt from the tables when the partition is opened.
+
+Where counters are kept, and why (crash recovery). The kernel restores a partition from its
+changelog skipping the writes made for input records that were never committed (they are handled
+again) but applying every write of timer work, which has no source. A record that an input and the
+tick of the same cycle both rewrite therefore survives a crash between delivery and commit with
+the input's changes in it, and the input then applies them a second time. So:
+
+- cumulative counters counted while handling an input go to the crawl's ``tally`` record, which
+  only inputs write: after such a crash it is skipped with the input, and counted once on replay;
+  those counted by timer work (a session with no source) go to the crawl record;
+- gauges (:data:`GAUGES`, the per-depth ``unfinished`` counts, ``waiting_budget``, a host's
+  ``in_flight``) change with both, stay in the crawl and host records, and are recomputed from the
+  tables whenever a partition is opened (`frontier.reconcile`).
 """
 
 from __future__ import annotations
@@ -22,16 +35,20 @@ from pydantic import BaseModel
 from frontier.bloom import BloomFilter
 from frontier.budget import BudgetAccount
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
+from frontier.metrics import FrontierMetrics
 from frontier.queues import HostHeap, count_by_host
 from frontier.records import (
     CRAWL,
     HOSTS,
     META,
     SEQUENCE_KEY,
+    TALLY,
     VISITED,
     CrawlRecord,
     HostState,
     VisitedRecord,
+    decode_tally,
+    dump,
     pending_crawl_of,
     read_u64,
     u64,
@@ -45,6 +62,9 @@ from streamcrawl.clock import Clock
 from streamcrawl.handler import Context
 from streamcrawl.state import Table
 
+GAUGES = frozenset({"queued", "leased", "delayed", "recrawl_scheduled"})
+"""Counters that go up and down with the tables' contents (see the module docstring)."""
+
 
 @dataclass
 class FrontierServices:
@@ -57,6 +77,7 @@ class FrontierServices:
     clock: Clock
     retry: RetryPolicy
     new_lease_id: Callable[[], str]
+    metrics: FrontierMetrics
     _scope: dict[str, ScopeRules] = field(default_factory=dict)
 
     def scope_rules(self, crawl: CrawlState) -> ScopeRules:
@@ -122,10 +143,15 @@ class PartitionSession:
         self.memory = memory
         self.ctx = ctx
         self.partition: int = ctx.partition
+        self.timer = ctx.source is None
+        """Timer work (a tick, a partition opening) rather than the handling of an input."""
         self.now_ms = services.clock.now_ms()
         self._tables: dict[str, Table] = {}
         self._crawls: dict[str, CrawlRecord] = {}
         self._changed_crawls: set[str] = set()
+        self._tallies: dict[str, dict[str, int]] = {}
+        self._changed_tallies: set[str] = set()
+        self._metric_counts: list[tuple[str, int]] = []
         self._hosts: dict[str, HostState] = {}
         self._hosts_as_loaded: dict[str, bytes | None] = {}
         self._sequence: int | None = None
@@ -175,10 +201,30 @@ class PartitionSession:
             self.changed(crawl.crawl_id)
         return record.account
 
+    def tally(self, crawl_id: str) -> dict[str, int]:
+        """The crawl's cumulative counters counted while handling inputs (see the docstring)."""
+        tally = self._tallies.get(crawl_id)
+        if tally is None:
+            tally = self._tallies[crawl_id] = decode_tally(self.table(TALLY).get(crawl_id.encode()))
+        return tally
+
+    def counters(self, crawl_id: str) -> dict[str, int]:
+        """Every counter of the crawl on this partition: the record's and the tally's, summed."""
+        counters = dict(self.record(crawl_id).counters)
+        for name, value in self.tally(crawl_id).items():
+            counters[name] = counters.get(name, 0) + value
+        return counters
+
     def count(self, crawl_id: str, name: str, delta: int = 1) -> None:
-        counters = self.record(crawl_id).counters
+        if name in GAUGES or self.timer:
+            counters = self.record(crawl_id).counters
+        else:
+            counters = self.tally(crawl_id)
+            self._changed_tallies.add(crawl_id)
         counters[name] = counters.get(name, 0) + delta
         self.changed(crawl_id)
+        if delta > 0:
+            self._metric_counts.append((name, delta))
 
     def unfinished(self, crawl_id: str, depth: int, delta: int) -> None:
         """Change the crawl's unfinished count at ``depth``; an emptied depth may unblock hosts."""
@@ -255,10 +301,14 @@ class PartitionSession:
         self._memory_changes.append(lambda memory: memory.pending_crawls.add(crawl_id))
 
     def finish(self) -> None:
-        """Write changed records back, then apply the memory changes; may be called again."""
+        """Write changed records back, then apply the memory changes and the counts to the
+        metrics; may be called again."""
         for crawl_id in sorted(self._changed_crawls):
             self.table(CRAWL).put(crawl_id.encode(), self._crawls[crawl_id].encode())
         self._changed_crawls.clear()
+        for crawl_id in sorted(self._changed_tallies):
+            self.table(TALLY).put(crawl_id.encode(), dump(self._tallies[crawl_id]))
+        self._changed_tallies.clear()
         for host, state in self._hosts.items():
             loaded = self._hosts_as_loaded[host]
             current = None if state.idle else state.encode()
@@ -273,3 +323,6 @@ class PartitionSession:
         for change in self._memory_changes:
             change(self.memory)
         self._memory_changes.clear()
+        for name, delta in self._metric_counts:
+            self.services.metrics.count(name, delta)
+        self._metric_counts.clear()

@@ -83,11 +83,6 @@ def reference(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) ->
 @pytest.mark.parametrize(
     "point", ["after_produce:4", "after_delivery:4", "after_offset_store:4", "after_state_write:4"]
 )
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent, seen once in 3 CI runs at after_delivery:4: after the restart the "
-    "crawl did not reach done within 180 s; under investigation (closing note)",
-)
 def test_frontier_killed_at_a_crash_point_loses_no_url(
     kafka_bootstrap: str, tmp_path: Path, reference: set[str], point: str
 ) -> None:

@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry
 from pydantic import BaseModel
 
 from frontier.config import FrontierConfig, FrontierTopics
 from frontier.handler import FrontierHandler, random_lease_ids
+from frontier.metrics import FrontierMetrics
 from frontier.progress import ProgressBook
-from frontier.records import CRAWL, TABLES, CrawlRecord
+from frontier.records import CRAWL, TABLES, TALLY, CrawlRecord, decode_tally
 from schemas.canonical import canonical_url, host_key
 from schemas.crawls import CrawlState
 from schemas.deadletter import DeadLetter
@@ -71,15 +73,19 @@ class Simulation:
     step_ms: int = 10
     auto_fetch: bool = True
     """Answer fetch requests with the fake fetcher; False leaves them in `held_fetches`."""
+    registry: CollectorRegistry | None = None
+    """Where the handlers' metrics go; None: one registry of the simulation's own."""
 
     def __post_init__(self) -> None:
         self.clock = FakeClock()
+        self.metrics = FrontierMetrics.register(self.registry or CollectorRegistry())
         self.rng = random.Random(self.seed)
         self.topics = FrontierTopics.from_prefix("t.")
         self.directory = FakeDirectory()
         self.book = ProgressBook()
         self.options = StoreOptions(StateSettings(block_cache_bytes=8 * 1024 * 1024))
         self.stores = [self._open_store(p) for p in range(self.partitions)]
+        self.incarnations: dict[int, int] = {}
         self.handlers = [self._new_handler(p) for p in range(self.partitions)]
         self.queues: dict[tuple[str, int], deque[Output]] = {}
         self.offsets: dict[tuple[str, int], int] = {}
@@ -100,6 +106,9 @@ class Simulation:
         return PartitionStore(self.root / f"p{partition}", TABLES, self.options)
 
     def _new_handler(self, partition: int) -> FrontierHandler:
+        # A restarted handler draws other lease ids, as uuid4 does in production.
+        incarnation = self.incarnations.get(partition, 0)
+        self.incarnations[partition] = incarnation + 1
         return FrontierHandler(
             self.config,
             self.topics,
@@ -107,12 +116,15 @@ class Simulation:
             self.book,
             self.clock,
             random.Random(self.seed * 100 + partition),
-            random_lease_ids(random.Random(self.seed * 100 + 50 + partition)),
+            random_lease_ids(random.Random(f"{self.seed}-{partition}-{incarnation}")),
+            self.metrics,
         )
 
     def _open_partition(self, partition: int) -> None:
-        ctx = Context(partition=partition, transaction=Transaction(self.stores[partition]))
+        transaction = Transaction(self.stores[partition])
+        ctx = Context(partition=partition, transaction=transaction)
         self.handlers[partition].on_partition_opened(ctx)
+        self._complete(partition, transaction, ctx.outputs)
 
     def restart(self, partition: int) -> None:
         """Close the partition's store and handler, reopen from disk with a fresh handler."""
@@ -224,16 +236,7 @@ class Simulation:
     def _handle(self, topic: str, partition: int, output: Output) -> None:
         offset = self.offsets.get((topic, partition), 0)
         self.offsets[(topic, partition)] = offset + 1
-        key = output.key.decode() if isinstance(output.key, bytes) else output.key
-        record = Record(
-            topic=topic,
-            partition=partition,
-            offset=offset,
-            key=key,
-            value=self._decoders[topic](output.value),
-            headers=[],
-            timestamp_ms=self.clock.now_ms(),
-        )
+        record = self._record(topic, partition, offset, output)
         cycle = Transaction(self.stores[partition])
         child = Transaction(cycle)
         ctx = Context(
@@ -245,6 +248,52 @@ class Simulation:
             return
         child.merge_into_parent()
         self._complete(partition, cycle, ctx.outputs)
+
+    def crash_after_delivery(self, topics: Iterable[str] | None = None) -> bool:
+        """One cycle that dies between delivery and commit (crash point ``after_delivery``).
+
+        The next message of a chosen FIFO is handled and the tick runs in the same cycle
+        transaction; its outputs are delivered. The partition then restarts the way the kernel's
+        changelog restore rebuilds it: writes made for the uncommitted message (those with a
+        source) are skipped, writes made by the tick (no source) are applied. The message is
+        delivered again, first in its FIFO. False when nothing was left to deliver.
+        """
+        candidates = self.pending(set(topics or ()) - {self.topics.fetch} or None)
+        candidates = [c for c in candidates if c[0] in self._decoders]
+        if not candidates:
+            return False
+        topic, partition = self.rng.choice(candidates)
+        output = self.queues[(topic, partition)].popleft()
+        self.clock.advance_ms(self.step_ms)
+        offset = self.offsets.get((topic, partition), 0)
+        cycle = Transaction(self.stores[partition])
+        child = Transaction(cycle)
+        ctx = Context(
+            partition=partition, transaction=child, source=f"{topic}:{partition}:{offset}"
+        )
+        self.handlers[partition].handle(self._record(topic, partition, offset, output), ctx)
+        child.merge_into_parent()
+        tick = Context(partition=partition, transaction=cycle)
+        self.handlers[partition].on_tick(tick)
+        for produced in [*ctx.outputs, *tick.outputs]:
+            self._route(produced)
+        restored = {k: v for k, v in cycle.writes.items() if k not in cycle.sources}
+        self.stores[partition].write(restored, "changelog", None)
+        self.restart(partition)
+        self.queues[(topic, partition)].appendleft(output)
+        return True
+
+    def _record(self, topic: str, partition: int, offset: int, output: Output) -> Record:
+        key = output.key.decode() if isinstance(output.key, bytes) else output.key
+        return Record(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            key=key,
+            value=self._decoders[topic](output.value),
+            headers=[],
+            timestamp_ms=self.clock.now_ms(),
+        )
 
     def _crawl_state(self, state: CrawlState) -> None:
         if state.status == "done" and self.busy(state.crawl_id):
@@ -331,8 +380,13 @@ class Simulation:
         return None if raw is None else CrawlRecord.decode(raw)
 
     def counters(self, crawl_id: str, partition: int) -> dict[str, int]:
+        """The crawl's counters on a partition: its record's and its tally's, summed."""
         record = self.record(crawl_id, partition)
-        return {} if record is None else dict(record.counters)
+        counters = {} if record is None else dict(record.counters)
+        tally = self.stores[partition].get(TALLY, crawl_id.encode())
+        for name, value in decode_tally(tally).items():
+            counters[name] = counters.get(name, 0) + value
+        return counters
 
     def total(self, crawl_id: str, name: str) -> int:
         return sum(self.counters(crawl_id, p).get(name, 0) for p in range(self.partitions))
