@@ -42,16 +42,19 @@ _PLAIN_URLS = st.builds(
 )
 
 
-def _origin(url: str) -> str | None:
+def _assert_same_origin(url: str) -> None:
+    """For an URL that has a canonical form, its origin (for others, such as one too long, the
+    origin of the start is all robots.txt needs, and the fetch reports the URL itself)."""
     canonical = canonical_url(url)
-    return None if canonical is None else "/".join(canonical.split("/")[:3])
+    if canonical is not None:
+        assert origin(url) == "/".join(canonical.split("/")[:3])
 
 
 @settings(deadline=None, max_examples=400)
 @given(url=st.one_of(_PLAIN_URLS, _URLISH))
 def test_the_same_answer_as_canonical_url(url: str) -> None:
     assert fetch_url(url) == canonical_url(url)
-    assert origin(url) == _origin(url)
+    _assert_same_origin(url)
 
 
 @pytest.mark.parametrize(
@@ -78,4 +81,4 @@ def test_the_same_answer_as_canonical_url(url: str) -> None:
 )
 def test_starts_that_only_look_plain(url: str) -> None:
     assert fetch_url(url) == canonical_url(url)
-    assert origin(url) == _origin(url)
+    _assert_same_origin(url)
