@@ -31,7 +31,6 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import cast
 
 import aiohttp
 
@@ -344,8 +343,8 @@ class Dispatcher:
         request, topics = job.request, self._topics
         outputs: list[tuple[str, str, bytes]] = []
         if page is not None:
-            # encode_page only concatenates, so the body's bytearray goes in without a copy.
-            envelope = encode_page(page, cast(bytes, body))
+            # The body's bytearray goes in as it is: the envelope is its one copy.
+            envelope = encode_page(page, body)
             outputs.append((topics.pages, pages.key(request.url), envelope))
         if outcome.kind == "redirect" and outcome.redirect_to:
             edge = encode(_redirect_edge(outcome))
