@@ -154,8 +154,9 @@ async def test_a_fetch_under_way_is_in_flight_until_it_ends() -> None:
     async with raw_server(stalling) as server, open_session(FAST_LIMITS, LOOPBACK) as session:
         fetching = fetch(session, FetchTarget(server.url()), FAST_LIMITS, FakeClock())
         task = asyncio.create_task(metrics.counted(fetching))
-        while not server.requests:
-            await asyncio.sleep(0.01)
+        async with asyncio.timeout(5):
+            while not server.requests:
+                await asyncio.sleep(0.01)
         assert _sample(in_flight) == before + 1
         answer.set()
         assert (await task).kind == "done"
