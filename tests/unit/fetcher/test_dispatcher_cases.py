@@ -6,6 +6,8 @@ robots.txt switched off per crawl."""
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
@@ -231,3 +233,38 @@ async def test_robots_txt_off_for_a_crawl_is_not_asked() -> None:
         finishes = await _run([_request(server, "/a", 0, respect_robots=False)])
     assert [outcome["kind"] for outcome in finishes.outcomes()] == ["done"]
     assert paths == ["/a"], "robots.txt was never fetched"
+
+
+async def test_retry_after_in_seconds_and_as_a_date_holds_the_host_back() -> None:
+    """A 429's Retry-After goes on the outcome and keeps the host's next request back that long,
+    measured at the server; an HTTP date counts from now."""
+    arrivals: list[tuple[str, float]] = []
+    loop = asyncio.get_running_loop()
+
+    async def overloaded(request: web.Request) -> web.StreamResponse:
+        arrivals.append((request.path, loop.time()))
+        if request.path == "/seconds":
+            return web.Response(status=429, headers={"Retry-After": "1"})
+        if request.path == "/date":
+            when = email.utils.formatdate(time.time() + 3, usegmt=True)
+            return web.Response(status=503, headers={"Retry-After": when})
+        return web.Response(text="page", content_type="text/html")
+
+    politeness = PolitenessSettings(latency_factor=0, backoff_floor_s=0)
+    settings = SETTINGS.model_copy(update={"politeness": politeness})
+    async with app_server(_app(overloaded)) as first, app_server(_app(overloaded)) as second:
+        finishes = await _run(
+            [
+                _request(first, "/seconds", 0, respect_robots=False),
+                _request(first, "/after", 1, respect_robots=False),
+                _request(second, "/date", 0, respect_robots=False),
+            ],
+            settings,
+        )
+    outcomes = _by_url(finishes)
+    seconds, date = outcomes[first.url("/seconds")], outcomes[second.url("/date")]
+    assert (seconds["kind"], seconds["retry_after_ms"]) == ("retryable", 1000)
+    assert date["kind"] == "retryable"
+    assert 1000 <= int(str(date["retry_after_ms"])) <= 3000, "whole seconds from now"
+    times = dict(arrivals)
+    assert times["/after"] - times["/seconds"] >= 1.0
