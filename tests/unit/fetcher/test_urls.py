@@ -37,6 +37,7 @@ _PLAIN_URLS = st.builds(
     _PORTS,
     st.one_of(
         st.builds(lambda path, query: f"/{path}{query}", _PATHS, _QUERIES),
+        st.from_regex(r"(/[A-Za-z0-9._~!$&'()*+,;=:@%\-]{0,8}){1,4}", fullmatch=True),
         st.sampled_from(["", "?", "?b=2&a=1", "#frag", "?utm_source=x", "/\t/x ", "/%7e/../a"]),
     ),
 )
@@ -61,6 +62,12 @@ def test_the_same_answer_as_canonical_url(url: str) -> None:
     "url",
     [
         "http://example.com",
+        "http://example.com/",
+        "http://example.com/a/b.html",
+        "http://example.com/.well-known/x",
+        "http://example.com/a/..",
+        "http://example.com/a/%7e",
+        "http://example.com/a;p=1:@!$&'()*+,=~",
         "http://example.com?b=1&a=2&utm_source=x#top",
         "https://example.com:443/a/./b/../c",
         "http://127.1:80/",
