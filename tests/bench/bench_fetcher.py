@@ -978,7 +978,7 @@ def hostile_child(scenario: str, ports: dict[str, int], conn: Connection) -> Non
     with running(settings) as dispatcher:
         warmup = requests_for(ports[WARMUP_HOST], HOSTILE_CONCURRENCY * 2, robots=False)
         run_all(dispatcher, warmup, Completions(len(warmup)))
-        gc.collect()
+        settle_heap()  # as the service does after its start-up
         rss_before, maxrss_before = current_rss(), max_rss()
         with RssSampler() as sampler:
             completions, wall = run_scenario(dispatcher, ports, names)
