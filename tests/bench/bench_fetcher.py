@@ -106,7 +106,9 @@ HOSTILE_CONSTANT_BYTES = MAX_BODY_BYTES + 8 * 1024 * 1024
 """Above the bodies: the one page message being encoded, one decoder call, allocator slack."""
 HOSTILE_LIMITS = FetchLimits(connect_timeout_s=2.0, read_timeout_s=1.0, total_timeout_s=2.0)
 TRICKLE_S = 0.25
-"""A slow-loris byte this often: under the read timeout, so only the total deadline stops it."""
+"""A slow-loris byte this often, under the read timeout: a trickled body runs into the total
+deadline, trickled headers into the read deadline (the header block must come within the read
+timeout of the send, `fetcher.deadlines`)."""
 BODY_HOSTS = {"gzip bomb": 4, "zstd bomb": 4, "br bomb": 4, "2 GB chunked": 4}
 OTHER_HOSTS = {"1 MiB header": 2, "slow-loris headers": 2, "slow-loris body": 2}
 WARMUP_HOST = "plain page"
