@@ -233,7 +233,6 @@ async def _exchange(
         draft.fail(retryable(Reason.TIMEOUT, "lease deadline passed"))
         return
     deadline: FetchDeadline | None = None
-    token = None
     try:
         async with asyncio.timeout(None) as timeout:
             deadline = FetchDeadline(timeout, budget, limits.read_timeout_s, target.on_sent)
