@@ -4,16 +4,18 @@ A fetch must die on time however the server trickles (DESIGN.md section 5): by a
 (cut to the lease's), and sooner when nothing arrives for ``read_timeout_s``. aiohttp's
 ``sock_read`` moves a timer on every chunk the socket delivers, and a total deadline is one more
 timer: two timer handles per response and one more per chunk (twice the CPU of the way below,
-tests/bench/bench_fetcher_costs.py). :class:`FetchDeadline` keeps a single ``loop.call_at`` handle at the earlier of the two due
-times and only stamps the time of the latest progress; when the handle fires early (there was
-progress) it is set again for the new due time, so a fetch that completes in time costs one handle.
+tests/bench/bench_fetcher_costs.py). :class:`FetchDeadline` keeps a single ``loop.call_at``
+handle at the earlier of the two due times and only stamps the time of the latest progress; when
+the handle fires early (there was progress) it is set again for the new due time, so a fetch that
+completes in time costs one handle.
 
 Connecting has its own bound (aiohttp's ``sock_connect``, ``connect_timeout_s``) inside these:
 until the request is written, the read deadline counts from the fetch's start. Progress is: the
-request written to the socket, the response's status and headers read, and each body chunk read. So the header block must arrive within ``read_timeout_s`` of the request
-being sent however slowly its bytes come (stricter than a per-socket-read timer, and meant: a
-server that needs that long for a header block is one to stop), and the body may not pause longer
-than that between chunks.
+request written to the socket, the response's status and headers read, and each body chunk read.
+So the header block must arrive within ``read_timeout_s`` of the request being sent however
+slowly its bytes come (stricter than a per-socket-read timer, and meant: a server that needs that
+long for a header block is one to stop), and the body may not pause longer than that between
+chunks.
 
 Expiry goes through :class:`asyncio.Timeout` (entered with no deadline of its own), which cancels
 the fetch's task and turns the cancellation into ``TimeoutError`` at its block's end while an
