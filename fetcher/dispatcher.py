@@ -31,7 +31,6 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import cast
 
 import aiohttp
 
@@ -39,11 +38,17 @@ from fetcher import metrics
 from fetcher.host_queues import HostQueues
 from fetcher.http import fetch, open_session
 from fetcher.politeness import Grant, Politeness
-from fetcher.results import Body, FetchResult, FetchTarget, SentHook
+from fetcher.results import (
+    Body,
+    FetchResult,
+    FetchTarget,
+    SentHook,
+    internal_error_outcome,
+    robots_denied_outcome,
+)
 from fetcher.robots import RobotsCache, robots_origin
 from fetcher.settings import FetcherSettings
 from schemas import links, outcomes, pages
-from schemas.base import now_millis
 from schemas.fetch import FetchRequest
 from schemas.links import LinkEdge, PageLinks
 from schemas.outcomes import FetchOutcome
@@ -285,7 +290,7 @@ class Dispatcher:
         if job.finished:
             return
         try:
-            self._finish(job, _internal_error(job.request), None, b"")
+            self._finish(job, internal_error_outcome(job.request), None, b"")
         except Exception:
             log.exception("could not report the failure of %s", job.request.url)
             self._finish_deferred(job)  # the lease runs out and the frontier retries
@@ -306,7 +311,7 @@ class Dispatcher:
             elif not rules.allows(request.url):
                 self._politeness.cancel(grant)
                 metrics.ROBOTS_DENIED.inc()
-                self._finish(job, _robots_denied(request, rules.sitemaps), None, b"")
+                self._finish(job, robots_denied_outcome(request, rules.sitemaps), None, b"")
                 return
             else:
                 sitemaps = list(rules.sitemaps)
@@ -344,8 +349,8 @@ class Dispatcher:
         request, topics = job.request, self._topics
         outputs: list[tuple[str, str, bytes]] = []
         if page is not None:
-            # encode_page only concatenates, so the body's bytearray goes in without a copy.
-            envelope = encode_page(page, cast(bytes, body))
+            # The body's bytearray goes in as it is: the envelope is its one copy.
+            envelope = encode_page(page, body)
             outputs.append((topics.pages, pages.key(request.url), envelope))
         if outcome.kind == "redirect" and outcome.redirect_to:
             edge = encode(_redirect_edge(outcome))
@@ -373,32 +378,4 @@ def _redirect_edge(outcome: FetchOutcome) -> PageLinks:
                 discovered_at=outcome.fetched_at,
             )
         ],
-    )
-
-
-def _robots_denied(request: FetchRequest, sitemaps: tuple[str, ...] | list[str]) -> FetchOutcome:
-    return FetchOutcome(
-        crawl_id=request.crawl_id,
-        url=request.url,
-        host=request.host,
-        lease_id=request.lease_id,
-        depth=request.depth,
-        kind="robots_denied",
-        reason="robots_denied",
-        sitemaps=list(sitemaps) if request.depth == 0 else [],
-        fetched_at=now_millis(),
-    )
-
-
-def _internal_error(request: FetchRequest) -> FetchOutcome:
-    return FetchOutcome(
-        crawl_id=request.crawl_id,
-        url=request.url,
-        host=request.host,
-        lease_id=request.lease_id,
-        depth=request.depth,
-        kind="retryable",
-        reason="internal_error",
-        error="the fetcher failed unexpectedly; see its log",
-        fetched_at=now_millis(),
     )

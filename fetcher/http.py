@@ -10,9 +10,10 @@ automatic decompression, and parser limits on the status line, each header and t
    `fetcher.decoding` can decode) and the conditional headers (If-None-Match, If-Modified-Since),
    and calls the target's ``on_sent`` once the request is on the socket (the session's request
    class reports it), which is when politeness counts the request as started;
-2. bounds the connect, each socket read, and the whole exchange (a total deadline, cut to the
-   lease deadline, around connecting, headers and the streamed body, so a server that trickles one
-   byte at a time dies on time);
+2. bounds the connect (aiohttp's ``sock_connect``), each wait for data and the whole exchange (a
+   total deadline, cut to the lease deadline, around connecting, headers and the streamed body,
+   so a server that trickles one byte at a time dies on time), both of the latter on one timer
+   (`fetcher.deadlines`);
 3. refuses a header block over ``max_header_bytes`` in total;
 4. maps 304 to ``unchanged``, other 3xx to ``redirect`` with the Location resolved against the URL
    and canonicalised (never followed: the frontier admits the target so scope, robots and
@@ -43,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from yarl import URL
 
 from fetcher.addresses import AddressPolicy
+from fetcher.deadlines import FetchDeadline
 from fetcher.decoding import ACCEPT_ENCODING, decoder_for
 from fetcher.errors import (
     Failure,
@@ -59,7 +61,7 @@ from fetcher.exceptions import (
     UnsupportedEncodingError,
 )
 from fetcher.resolver import SafeResolver, guarded_socket_factory
-from fetcher.results import Body, FetchResult, FetchTarget, SentHook
+from fetcher.results import Body, FetchResult, FetchTarget
 from fetcher.urls import fetch_url
 from schemas.canonical import canonical_url
 from schemas.outcomes import OutcomeKind
@@ -78,7 +80,8 @@ class FetchLimits(BaseModel):
 
     connect_timeout_s: Annotated[float, Field(gt=0)] = 10.0
     read_timeout_s: Annotated[float, Field(gt=0)] = 30.0
-    """Longest wait for any single read from the socket (aiohttp's ``sock_read``)."""
+    """Longest wait for data: from sending the request to its header block, and between body
+    chunks (`fetcher.deadlines`)."""
     total_timeout_s: Annotated[float, Field(gt=0)] = 90.0
     """Wall-clock bound on one whole fetch, DNS to last body byte."""
     max_body_bytes: Annotated[int, Field(gt=0, le=MAX_BODY_BYTES)] = MAX_BODY_BYTES
@@ -101,20 +104,21 @@ class FetchLimits(BaseModel):
     """Sent with every request; name the crawler and a contact URL, as site operators expect."""
 
 
-_ON_SENT: ContextVar[SentHook | None] = ContextVar("fetcher_on_sent", default=None)
-"""The ``on_sent`` of the fetch running in this task, set around its request."""
+_DEADLINE: ContextVar[FetchDeadline | None] = ContextVar("fetcher_deadline", default=None)
+"""The deadlines of the fetch running in this task, set around its request."""
 
 
 class _SendReportingRequest(aiohttp.ClientRequest):
-    """Calls the running fetch's ``on_sent`` once the request is on the socket: aiohttp's send
-    writes a request without a body before it returns. (A TraceConfig's headers-sent signal would
-    do the same, but tracing costs about 15 us of CPU per request, a tenth of the request.)"""
+    """Tells the running fetch's deadlines (and so its ``on_sent``) once the request is on the
+    socket: aiohttp's send writes a request without a body before it returns. (A TraceConfig's
+    headers-sent signal would do the same, but tracing costs about 15 us of CPU per request, a
+    tenth of the request.)"""
 
     async def send(self, conn: Connection) -> aiohttp.ClientResponse:
         response = await super().send(conn)
-        on_sent = _ON_SENT.get()
-        if on_sent is not None:
-            on_sent()
+        deadline = _DEADLINE.get()
+        if deadline is not None:
+            deadline.sent()
         return response
 
 
@@ -138,9 +142,8 @@ async def open_session(
     )
     session = aiohttp.ClientSession(
         connector=connector,
-        timeout=aiohttp.ClientTimeout(
-            total=None, sock_connect=limits.connect_timeout_s, sock_read=limits.read_timeout_s
-        ),
+        # The read and total deadlines are fetcher.deadlines' (one timer per fetch, not per chunk).
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=limits.connect_timeout_s),
         auto_decompress=False,
         max_line_size=limits.max_line_bytes,
         max_field_size=limits.max_field_bytes,
@@ -229,17 +232,27 @@ async def _exchange(
     if budget <= 0:
         draft.fail(retryable(Reason.TIMEOUT, "lease deadline passed"))
         return
-    on_sent = _ON_SENT.set(target.on_sent)
+    deadline: FetchDeadline | None = None
     try:
-        async with asyncio.timeout(budget):
-            async with session.get(
-                URL(url, encoded=True), allow_redirects=False, headers=_request_headers(target)
-            ) as response:
-                await _read_response(response, url, target, limits, clock, draft)
+        async with asyncio.timeout(None) as timeout:
+            deadline = FetchDeadline(timeout, budget, limits.read_timeout_s, target.on_sent)
+            token = _DEADLINE.set(deadline)
+            try:
+                async with session.get(
+                    URL(url, encoded=True), allow_redirects=False, headers=_request_headers(target)
+                ) as response:
+                    deadline.progress()
+                    await _read_response(response, url, target, limits, clock, draft, deadline)
+            finally:
+                deadline.cancel()
+                _DEADLINE.reset(token)
+    except TimeoutError as error:
+        if deadline is not None and deadline.expired == "read":
+            draft.fail(retryable(Reason.READ_TIMEOUT, f"no data for {limits.read_timeout_s} s"))
+        else:
+            draft.fail(classify_exception(error))
     except _FETCH_ERRORS as error:
         draft.fail(classify_exception(error))
-    finally:
-        _ON_SENT.reset(on_sent)
 
 
 def _request_headers(target: FetchTarget) -> dict[str, str]:
@@ -263,6 +276,7 @@ async def _read_response(
     limits: FetchLimits,
     clock: Clock,
     draft: _Draft,
+    deadline: FetchDeadline,
 ) -> None:
     """Everything after the status line arrived: sort the status, then maybe stream the body."""
     headers = _joined_headers(response.raw_headers, limits.max_header_bytes)
@@ -292,7 +306,7 @@ async def _read_response(
         draft.fail(permanent(Reason.TOO_LARGE, f"declared {declared} bytes"))
         return
     try:
-        body, draft.wire_bytes, truncated = await _stream_body(response, headers, limits)
+        body, draft.wire_bytes, truncated = await _stream_body(response, headers, limits, deadline)
     except (UnsupportedEncodingError, CorruptEncodingError) as error:
         draft.fail(classify_exception(error))
         return
@@ -314,7 +328,10 @@ def _redirected(draft: _Draft, url: str, location: str) -> None:
 
 
 async def _stream_body(
-    response: aiohttp.ClientResponse, headers: Mapping[str, str], limits: FetchLimits
+    response: aiohttp.ClientResponse,
+    headers: Mapping[str, str],
+    limits: FetchLimits,
+    deadline: FetchDeadline,
 ) -> tuple[bytearray, int, bool]:
     """The decoded body, bytes read, and whether a cap cut it.
 
@@ -327,6 +344,7 @@ async def _stream_body(
     wire_bytes = 0
     while True:
         chunk = await response.content.readany()
+        deadline.progress()
         if not chunk:
             return body, wire_bytes, False
         over_wire = wire_bytes + len(chunk) > max_wire

@@ -99,10 +99,11 @@ class _Slot:
     adaptive_delay_s: float = 0.0
     blocked_until: float = 0.0
     forgotten: bool = False
-    delay_s: float | None = None
-    """:meth:`Politeness.delay`, kept until one of its inputs changes (None: recompute)."""
-    delay_until: float = 0.0
-    """When the first crawl counted in ``delay_s`` stops counting: recompute after it."""
+    crawl_delay_s: float | None = None
+    """The largest delay of the crawls active for this host, kept until a crawl's delay changes
+    (None: recompute); the only costly input of :meth:`Politeness.delay`."""
+    crawl_delay_until: float = 0.0
+    """When the first crawl counted in ``crawl_delay_s`` may stop counting: recompute after it."""
 
 
 HostListener = Callable[[str], None]
@@ -151,7 +152,7 @@ class Politeness:
         previous = slot.crawl_delays.get(crawl_id)
         slot.crawl_delays[crawl_id] = (delay, self._clock.monotonic())
         if previous is None or previous[0] != delay:
-            slot.delay_s = None
+            slot.crawl_delay_s = None
             self._changed(host)
 
     def set_robots_delay(self, host: str, delay_s: float | None) -> None:
@@ -159,7 +160,6 @@ class Politeness:
         delay = 0.0 if delay_s is None else max(delay_s, 0.0)
         slot = self._slot(host)
         slot.robots_delay_s = min(delay, self._settings.robots_delay_cap_s)
-        slot.delay_s = None
         self._changed(host)
 
     def delay(self, host: str) -> float:
@@ -167,21 +167,25 @@ class Politeness:
         slot = self._slots.get(host)
         if slot is None:
             return self._settings.min_delay_s
+        return max(
+            self._settings.min_delay_s,
+            slot.robots_delay_s,
+            slot.adaptive_delay_s,
+            self._crawl_delay(slot),
+        )
+
+    def _crawl_delay(self, slot: _Slot) -> float:
+        """The largest delay of the crawls that asked for the host in the last crawl_activity_s."""
         now = self._clock.monotonic()
-        if slot.delay_s is not None and now <= slot.delay_until:
-            return slot.delay_s
+        if slot.crawl_delay_s is not None and now <= slot.crawl_delay_until:
+            return slot.crawl_delay_s
         activity = self._settings.crawl_activity_s
         active = [
             (delay, seen) for delay, seen in slot.crawl_delays.values() if now - seen <= activity
         ]
-        slot.delay_s = max(
-            self._settings.min_delay_s,
-            slot.robots_delay_s,
-            slot.adaptive_delay_s,
-            max((delay for delay, _ in active), default=0.0),
-        )
-        slot.delay_until = min((seen + activity for _, seen in active), default=math.inf)
-        return slot.delay_s
+        slot.crawl_delay_s = max((delay for delay, _ in active), default=0.0)
+        slot.crawl_delay_until = min((seen + activity for _, seen in active), default=math.inf)
+        return slot.crawl_delay_s
 
     def next_allowed_at(self, host: str) -> float:
         """Monotonic time from which a request to ``host`` may start; ``math.inf`` while the host
@@ -302,7 +306,6 @@ class Politeness:
 
     def _adapt(self, slot: _Slot, status: int | None, latency_s: float) -> None:
         """The adaptive rule of the module docstring."""
-        slot.delay_s = None
         settings = self._settings
         if status in _OVERLOADED:
             doubled = max(slot.adaptive_delay_s * 2, settings.backoff_floor_s)

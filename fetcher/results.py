@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from fetcher.errors import Failure
+from schemas.base import now_millis
 from schemas.fetch import FetchRequest
 from schemas.outcomes import FetchOutcome, OutcomeKind
 from schemas.pages import FetchedPage
@@ -128,3 +129,36 @@ class FetchResult:
             fetched_at=self.fetched_at_ms,
             elapsed_ms=round(self.elapsed_s * 1000),
         )
+
+
+def robots_denied_outcome(
+    request: FetchRequest, sitemaps: tuple[str, ...] | list[str]
+) -> FetchOutcome:
+    """robots.txt disallows the URL: nothing was fetched; a seed's outcome carries the Sitemap
+    lines."""
+    return FetchOutcome(
+        crawl_id=request.crawl_id,
+        url=request.url,
+        host=request.host,
+        lease_id=request.lease_id,
+        depth=request.depth,
+        kind="robots_denied",
+        reason="robots_denied",
+        sitemaps=list(sitemaps) if request.depth == 0 else [],
+        fetched_at=now_millis(),
+    )
+
+
+def internal_error_outcome(request: FetchRequest) -> FetchOutcome:
+    """The fetcher failed for a reason of its own (a bug): retryable, so the URL is not lost."""
+    return FetchOutcome(
+        crawl_id=request.crawl_id,
+        url=request.url,
+        host=request.host,
+        lease_id=request.lease_id,
+        depth=request.depth,
+        kind="retryable",
+        reason="internal_error",
+        error="the fetcher failed unexpectedly; see its log",
+        fetched_at=now_millis(),
+    )

@@ -9,8 +9,11 @@ When an URL starts with a plain ``scheme://host[:port]`` (letters, digits, dots 
 a browser would read differently) followed by ``/``, ``?``, ``#`` or its end, the canonical URL is
 the canonical origin of that start (cached) followed by the canonical path and query of the rest,
 which the canonical rules compute without looking at the host: :func:`fetch_url` assembles it
-from those two parts, and the test suite checks it equals ``canonical_url`` over generated URLs.
-Anything else goes through ``canonical_url`` whole.
+from those two parts. The rest is often already in canonical form, as the frontier sends it: a
+path of RFC 3986 path characters other than ``%``, with no dot segment (no ``/.`` at all), and
+no query or fragment, is left as it is by every rule, so it is used as it is; any other rest is
+canonicalised behind a stand-in host. The test suite checks the result equals ``canonical_url``
+over generated URLs. An URL without a plain start goes through ``canonical_url`` whole.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import re
 from schemas.canonical import MAX_INPUT_LENGTH, MAX_URL_LENGTH, canonical_url
 
 _PLAIN_START = re.compile(r"https?://[a-z0-9.\-]+(?::[0-9]{1,5})?(?=[/?#]|$)", re.IGNORECASE)
+_CANONICAL_PATH = re.compile(r"(?:/[A-Za-z0-9\-._~!$&'()*+,;=:@]*)+")
+"""A path every canonical rule leaves alone, provided it holds no ``/.`` (a dot segment)."""
 _STAND_IN = "http://a"
 """A host whose canonical form is itself, for canonicalising the rest of an URL on its own."""
 
@@ -40,10 +45,15 @@ def fetch_url(url: str) -> str | None:
     if plain is None or len(url) > MAX_INPUT_LENGTH:
         return canonical_url(url)
     start = _origin_of_start(plain.group())
-    rest = canonical_url(_STAND_IN + url[plain.end() :])
-    if start is None or rest is None:
+    if start is None:
         return None
-    result = start + rest[len(_STAND_IN) :]
+    rest = url[plain.end() :]
+    if "/." in rest or not _CANONICAL_PATH.fullmatch(rest):
+        stand_in = canonical_url(_STAND_IN + rest)
+        if stand_in is None:
+            return None
+        rest = stand_in[len(_STAND_IN) :]
+    result = start + rest
     return result if len(result) <= MAX_URL_LENGTH else None
 
 

@@ -53,10 +53,13 @@ def _describe(error: ValidationError) -> str:
     return f"{error.title}: " + "; ".join(problems) + more
 
 
-def encode_page(page: FetchedPage, body: bytes) -> bytes:
-    if page.body_size != len(body):
-        raise ValueError(f"body_size {page.body_size} does not match body of {len(body)} bytes")
-    return encode(page) + b"\n" + body
+def encode_page(page: FetchedPage, body: bytes | bytearray | memoryview) -> bytes:
+    """The page envelope. ``body`` may be any buffer (the fetcher's bytearray, a view of it): it is
+    copied once, into the envelope, and not kept."""
+    size = body.nbytes if isinstance(body, memoryview) else len(body)
+    if page.body_size != size:
+        raise ValueError(f"body_size {page.body_size} does not match body of {size} bytes")
+    return b"".join((encode(page), b"\n", body))
 
 
 def decode_page(data: bytes | None) -> tuple[FetchedPage, bytes]:

@@ -106,7 +106,9 @@ HOSTILE_CONSTANT_BYTES = MAX_BODY_BYTES + 8 * 1024 * 1024
 """Above the bodies: the one page message being encoded, one decoder call, allocator slack."""
 HOSTILE_LIMITS = FetchLimits(connect_timeout_s=2.0, read_timeout_s=1.0, total_timeout_s=2.0)
 TRICKLE_S = 0.25
-"""A slow-loris byte this often: under the read timeout, so only the total deadline stops it."""
+"""A slow-loris byte this often, under the read timeout: a trickled body runs into the total
+deadline, trickled headers into the read deadline (the header block must come within the read
+timeout of the send, `fetcher.deadlines`)."""
 BODY_HOSTS = {"gzip bomb": 4, "zstd bomb": 4, "br bomb": 4, "2 GB chunked": 4}
 OTHER_HOSTS = {"1 MiB header": 2, "slow-loris headers": 2, "slow-loris body": 2}
 WARMUP_HOST = "plain page"
@@ -118,8 +120,9 @@ BOMB_WIRE_BYTES = 2 * MIB
 """gzip: 2 GiB decoded; zstd: about 50 GiB."""
 ENDLESS_BYTES = 2 * 1024 * MIB
 
-SERVER_LIFETIME_S = 300.0
-"""A server process stops by itself after this long, told to or not."""
+SERVER_LIFETIME_S = 1800.0
+"""A server process stops by itself after this long, told to or not: longer than the throughput
+section takes with many rounds on a loaded machine."""
 RUN_TIMEOUT_S = 60.0
 TOPICS = FetchTopics(pages="pages", outcomes="outcomes", links="links")
 LOOPBACK = ("127.0.0.0/8",)
@@ -978,7 +981,7 @@ def hostile_child(scenario: str, ports: dict[str, int], conn: Connection) -> Non
     with running(settings) as dispatcher:
         warmup = requests_for(ports[WARMUP_HOST], HOSTILE_CONCURRENCY * 2, robots=False)
         run_all(dispatcher, warmup, Completions(len(warmup)))
-        gc.collect()
+        settle_heap()  # as the service does after its start-up
         rss_before, maxrss_before = current_rss(), max_rss()
         with RssSampler() as sampler:
             completions, wall = run_scenario(dispatcher, ports, names)

@@ -5,6 +5,7 @@ fetcher killed at crash points losing nothing."""
 from __future__ import annotations
 
 import itertools
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Message
 
-from schemas import fetch, links, outcomes
+from schemas import fetch, links, members, outcomes
 from schemas.base import now_millis
 from schemas.registry import ALL_TOPICS
 from schemas.serde import decode, decode_page, encode
@@ -92,6 +93,32 @@ def send(deployment: Deployment, requests: list[fetch.FetchRequest]) -> None:
     )
 
 
+def scrape_metrics(deployment: Deployment) -> dict[str, float]:
+    """The fetcher's /metrics as ``{sample with labels: value}``, found through `members`."""
+    members_reader = TopicReader(deployment.bootstrap, deployment.topic("members"))
+    members_reader.read_until(
+        lambda ms: any(
+            m.value() and decode(members.Member, m.value()).role == "fetcher" for m in ms
+        ),
+        30,
+        "the fetcher's member record",
+    )
+    member = next(
+        decode(members.Member, m.value())
+        for m in members_reader.messages
+        if m.value() and decode(members.Member, m.value()).role == "fetcher"
+    )
+    members_reader.close()
+    url = f"http://{member.http_address}/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return {
+        sample: float(value)
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+        for sample, _, value in [line.rpartition(" ")]
+    }
+
+
 def outcomes_by_url(messages: list[Message]) -> dict[str, outcomes.FetchOutcome]:
     result = {}
     for message in messages:
@@ -141,6 +168,22 @@ def test_fetcher_produces_pages_and_outcomes_politely(
     assert paths[0] == "/robots.txt"
     gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(site.requests)]
     assert min(gaps) >= DELAY_MS / 1000 * 0.95, gaps
+
+    # /metrics of the running fetcher counts the same: robots.txt, two pages, the redirect, the
+    # denied URL; nothing in flight; no URL or host in any label.
+    scraped = scrape_metrics(deployment)
+    for sample, value in (
+        ('streamcrawl_fetcher_requests_total{outcome="robots_txt",status_class="2xx"}', 1.0),
+        ('streamcrawl_fetcher_requests_total{outcome="done",status_class="2xx"}', 2.0),
+        ('streamcrawl_fetcher_requests_total{outcome="redirect",status_class="3xx"}', 1.0),
+        ("streamcrawl_fetcher_robots_denied_total", 1.0),
+        ("streamcrawl_fetcher_requests_in_flight", 0.0),
+        ("streamcrawl_fetcher_request_duration_seconds_count", 4.0),
+    ):
+        assert scraped.get(sample) == value, (sample, scraped.get(sample))
+    assert scraped["streamcrawl_fetcher_response_bytes_total"] >= 2 * len(PAGE)
+    assert scraped["streamcrawl_fetcher_politeness_wait_seconds_count"] >= 4
+    assert not [name for name in scraped if site.host in name or "127.0.0.1" in name]
 
 
 @pytest.mark.parametrize("point", ["after_produce", "after_delivery", "after_offset_store"])

@@ -4,15 +4,19 @@ outcome, robots.txt included, and nothing labelled with a URL or a host."""
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 from prometheus_client import REGISTRY, generate_latest
 
 from fetcher import metrics
+from fetcher.http import fetch, open_session
+from fetcher.results import FetchTarget
 from fetcher.settings import FetcherSettings
 from schemas.fetch import FetchRequest
-from streamcrawl.clock import SystemClock
-from tests.unit.fetcher.conftest import FAST_LIMITS
-from tests.unit.fetcher.servers import AppServer, app_server
+from streamcrawl.clock import FakeClock, SystemClock
+from tests.unit.fetcher.conftest import FAST_LIMITS, LOOPBACK
+from tests.unit.fetcher.servers import AppServer, app_server, raw_server, response_head
 from tests.unit.fetcher.test_dispatcher import Finishes, running
 
 SETTINGS = FetcherSettings(allowed_networks=("127.0.0.0/8",), http=FAST_LIMITS)
@@ -135,3 +139,25 @@ def test_status_classes() -> None:
         "5xx",
         "none",
     ]
+
+
+async def test_a_fetch_under_way_is_in_flight_until_it_ends() -> None:
+    answer = asyncio.Event()
+
+    async def stalling(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await answer.wait()
+        writer.write(response_head(headers={"Content-Length": "2"}) + b"ok")
+        await writer.drain()
+
+    in_flight = "streamcrawl_fetcher_requests_in_flight"
+    before = _sample(in_flight)
+    async with raw_server(stalling) as server, open_session(FAST_LIMITS, LOOPBACK) as session:
+        fetching = fetch(session, FetchTarget(server.url()), FAST_LIMITS, FakeClock())
+        task = asyncio.create_task(metrics.counted(fetching))
+        async with asyncio.timeout(5):
+            while not server.requests:
+                await asyncio.sleep(0.01)
+        assert _sample(in_flight) == before + 1
+        answer.set()
+        assert (await task).kind == "done"
+    assert _sample(in_flight) == before
