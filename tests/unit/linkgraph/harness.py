@@ -32,7 +32,8 @@ class GraphHarness:
         self.handler = LinkGraphHandler(self.topics)
         options = StoreOptions(StateSettings())
         self.stores = [
-            PartitionStore(root / f"p{p}", self.handler.tables(), options) for p in range(partitions)
+            PartitionStore(root / f"p{p}", self.handler.tables(), options)
+            for p in range(partitions)
         ]
         self.offset = 0
         self.outputs: list[Output] = []
