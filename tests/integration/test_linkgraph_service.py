@@ -4,9 +4,12 @@ from its changelog answering the same, and the ranker publishing `scores`."""
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -230,6 +233,53 @@ def test_indexes_through_the_broker_equal_the_ground_truth_and_the_ranker_publis
     assert np.isclose(by_url[top["pages"][0]["url"]], top["pages"][0]["score"])
     for view in ("orphans", "domains", "farms", "syndication", "important"):
         assert api(deployment, f"/v1/graph/{view}")[0] == 200
+    check_cli(deployment, pages, target, tmp_path)
+
+
+def cli(deployment: Deployment, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "streamcrawl.cli", "graph", *args],
+        env=deployment.env("cli"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def check_cli(deployment: Deployment, pages: list[PageLinks], target: str, tmp_path: Path) -> None:
+    page = pages[0]
+    answer = cli(deployment, "out", page.from_url, "--json")
+    assert answer.returncode == 0, answer.stderr
+    assert {e["to_url"] for e in json.loads(answer.stdout)["edges"]} == {
+        e.to_url for e in page.edges
+    }
+    listing = cli(deployment, "in", target)
+    assert listing.returncode == 0, listing.stderr
+    for source in (p.from_url for p in pages if any(e.to_url == target for e in p.edges)):
+        assert source in listing.stdout
+    top = cli(deployment, "top", "--limit", "3")
+    assert top.returncode == 0 and len(top.stdout.strip().splitlines()) == 3
+    missing = cli(deployment, "node", "https://nowhere.example/")
+    assert missing.returncode == 1 and "unknown URL" in missing.stderr
+    out = tmp_path / "edges.csv"
+    exported = cli(deployment, "export", "--out", str(out))
+    assert exported.returncode == 0, exported.stderr
+    with out.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["src"], r["dst"]) for r in rows} == {
+        (p.from_url, e.to_url) for p in pages for e in p.edges
+    }
+    by_edge = {(r["src"], r["dst"]): r for r in rows}
+    first = page.edges[0]
+    row = by_edge[(page.from_url, first.to_url)]
+    assert (row["anchor_text"], row["link_type"], row["position"], row["gone"]) == (
+        first.anchor_text,
+        first.link_type,
+        first.position,
+        "false",
+    )
+    assert int(row["last_seen_at"]) == page.fetched_at
 
 
 def test_two_instances_answer_for_keys_the_other_owns(
