@@ -203,6 +203,8 @@ class Ranker:
             self._step_down()
             self._election.close()
             self._publisher.close()
+            if self._member is not None:
+                self._member.close()
 
     def _step_down(self) -> None:
         self._leading.clear()

@@ -56,6 +56,7 @@ class GraphHarness:
             self.dead_letters.append(ctx.dead_letter_reason)
             return []
         child.merge_into_parent()
+        self.handler.on_tick(Context(partition=partition, transaction=top))
         self.stores[partition].write(top.writes, "changelog", None)
         return ctx.outputs
 
