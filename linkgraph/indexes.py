@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import orjson
 
+from linkgraph.hosts import host_and_domain, origin_of
 from linkgraph.records import (
     ANCHORS,
     FORWARD,
@@ -39,7 +40,6 @@ from linkgraph.records import (
 )
 from schemas import links_by_target
 from schemas.base import SCHEMA_VERSION
-from schemas.canonical import host_key, registered_domain
 from schemas.links import LinkEdge, PageLinks
 from schemas.links_by_target import InLink
 from streamcrawl.handler import Context
@@ -47,18 +47,6 @@ from streamcrawl.state import Table
 
 ReKey = Callable[[str, str, EdgeRecord, bytes], None]
 """Produce one changed edge to `links.by-target`: to_url, from_url, record, encoded record."""
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def host_and_domain(origin: str) -> tuple[str, str]:
-    """Host key and registered domain of a URL's ``scheme://authority`` (cached: hosts repeat)."""
-    host = host_key(origin + "/")
-    return host, registered_domain(host) if host else ""
-
-
-def origin_of(url: str) -> str:
-    scheme, _, rest = url.partition("://")
-    return f"{scheme}://{rest.split('/', 1)[0].split('?', 1)[0]}"
 
 
 def new_node(url: str, first_seen_at: int) -> NodeRecord:

@@ -26,7 +26,6 @@ from confluent_kafka import Consumer
 from linkgraph.graph import FOLLOWED, KINDS, CompactGraph
 from linkgraph.publisher import ScorePublisher
 from linkgraph.ranker import Ranker, RankerConfig
-from schemas.links import LinkEdge, PageLinks
 from streamcrawl.clock import SystemClock
 
 SEED = 6
@@ -39,11 +38,10 @@ def generated(
     rng = np.random.default_rng(SEED)
     src = rng.integers(0, int(nodes * 0.8), edges)
     dst = (rng.pareto(1.1, edges) * nodes / 50).astype(np.int64) % nodes
-    kind = rng.choice(np.array([0, 0, 0, 1, 1, 2, 3, 5], dtype=np.int8), edges)
     pairs = np.unique(src * nodes + dst)  # one link per (page, target), as the parser sends
-    order = np.random.default_rng(SEED + 1).permutation(pairs.size)
-    src, dst = pairs // nodes, pairs % nodes
-    return src, dst, kind[: pairs.size][order.argsort()]
+    # INTERNAL, EXTERNAL and REDIRECT pass rank; NOFOLLOW and UGC do not.
+    kind = rng.choice(np.array([0, 0, 0, 1, 1, 2, 3, 5], dtype=np.int8), pairs.size)
+    return pairs // nodes, pairs % nodes, kind
 
 
 def url(node: int, hosts: int) -> str:
@@ -71,25 +69,19 @@ def reset_peak() -> None:
 def build_compact_graph(
     src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64], kind: npt.NDArray[np.int8], hosts: int
 ) -> CompactGraph:
+    """The graph as the ranker holds it after reading these edges' PageLinks (built through
+    `add_links`, what `add` calls per PageLinks, minus the pydantic objects)."""
     graph = CompactGraph()
     bounds = np.flatnonzero(np.diff(src)) + 1
     for chunk_src, chunk_dst, chunk_kind in zip(
         np.split(src, bounds), np.split(dst, bounds), np.split(kind, bounds), strict=True
     ):
-        source = int(chunk_src[0])
-        edges = [
-            LinkEdge.model_construct(to_url=url(int(d), hosts), link_type=KINDS[int(k)])
-            for d, k in zip(chunk_dst.tolist(), chunk_kind.tolist(), strict=True)
-        ]
-        graph.add(
-            PageLinks.model_construct(
-                crawl_id="bench",
-                from_url=url(source, hosts),
-                fetched_at=1,
-                edges=edges,
-                part=0,
-                parts=1,
-            )
+        graph.add_links(
+            url(int(chunk_src[0]), hosts),
+            1,
+            "bench",
+            [url(d, hosts) for d in chunk_dst.tolist()],
+            [KINDS[k] for k in chunk_kind.tolist()],
         )
     return graph
 

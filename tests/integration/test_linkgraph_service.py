@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -233,7 +234,40 @@ def test_indexes_through_the_broker_equal_the_ground_truth_and_the_ranker_publis
     assert np.isclose(by_url[top["pages"][0]["url"]], top["pages"][0]["score"])
     for view in ("orphans", "domains", "farms", "syndication", "important"):
         assert api(deployment, f"/v1/graph/{view}")[0] == 200
+    check_metrics(deployment, pages)
     check_cli(deployment, pages, target, tmp_path)
+
+
+def check_metrics(deployment: Deployment, pages: list[PageLinks]) -> None:
+    table: TopicTable[members.Member] = TopicTable(
+        table_consumer_config(deployment.settings("test-metrics")),
+        deployment.topic("members"),
+        lambda raw: decode(members.Member, raw),
+    )
+    table.start()
+    table.wait_ready(10)
+    side = next(m.http_address for m in table.snapshot().values() if m.role == "linkgraph")
+    table.stop()
+    edges = sum(len(p.edges) for p in pages)
+
+    def metrics() -> dict[str, float]:
+        with urllib.request.urlopen(f"http://{side}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        return {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("streamcrawl_linkgraph_")
+        }
+
+    wait_for(lambda: metrics().get("streamcrawl_linkgraph_edges") == edges, 30, "edges gauge")
+    found = metrics()
+    assert found["streamcrawl_linkgraph_edges_upserted_total"] == edges
+    assert found["streamcrawl_linkgraph_nodes"] > 0
+    for index in ("forward", "reverse", "anchors", "nodes"):
+        assert found[f'streamcrawl_linkgraph_index_bytes{{index="{index}"}}'] > 0
+    assert found["streamcrawl_linkgraph_ranking_iterations"] >= 1
+    assert found["streamcrawl_linkgraph_ranking_duration_seconds_count"] >= 1
+    assert found["streamcrawl_linkgraph_scores_published_total"] >= 1
 
 
 def cli(deployment: Deployment, *args: str) -> subprocess.CompletedProcess[str]:
