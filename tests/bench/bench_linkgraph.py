@@ -144,6 +144,8 @@ def report(
     ):
         before, peak = side_result["rss_before_kib"] / 1024, side_result["peak_kib"] / 1024
         print(f"{name:<48}{side_result['seconds']:>10.2f}{before:>10.0f}MB{peak:>8.0f}MB")
+    phases = ", ".join(f"{name} {seconds:.2f}s" for name, seconds in ours["phases"].items())
+    print(f"ranker phases: {phases}")
     print(f"speed-up: {theirs['seconds'] / ours['seconds']:.2f}x (target >= 2x)")
     print(
         f"same ranking: top-{TOP} overlap {ranking['top_overlap']:.3f}, "

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from confluent_kafka import Consumer
 
 from linkgraph.graph import FOLLOWED, KINDS, CompactGraph
+from linkgraph.pagerank import distinct
 from linkgraph.publisher import ScorePublisher
 from linkgraph.ranker import Ranker, RankerConfig
 from streamcrawl.clock import SystemClock
@@ -38,7 +39,7 @@ def generated(
     rng = np.random.default_rng(SEED)
     src = rng.integers(0, int(nodes * 0.8), edges)
     dst = (rng.pareto(1.1, edges) * nodes / 50).astype(np.int64) % nodes
-    pairs = np.unique(src * nodes + dst)  # one link per (page, target), as the parser sends
+    pairs, _ = distinct(src * nodes + dst)  # one link per (page, target), as the parser sends
     # INTERNAL, EXTERNAL and REDIRECT pass rank; NOFOLLOW and UGC do not.
     kind = rng.choice(np.array([0, 0, 0, 1, 1, 2, 3, 5], dtype=np.int8), pairs.size)
     return pairs // nodes, pairs % nodes, kind
@@ -126,13 +127,14 @@ def ours(
         "nodes": summary["nodes"],
         "iterations": summary["iterations"],
         "published": summary["published"],
+        "phases": summary["phases"],
     }
 
 
 def networkx_side(nodes: int, edges: int, hosts: int, out: Path) -> dict[str, Any]:
     src, dst, kind = generated(nodes, edges, hosts)
     f_src, f_dst = followed_edges(src, dst, kind)
-    present = np.unique(np.concatenate([src, dst]))
+    present, _ = distinct(np.concatenate([src, dst]))
     rss_before = rss_kib("VmRSS")
     reset_peak()
     started = time.perf_counter()
