@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from linkgraph.graph import EdgeArrays
+from linkgraph.pagerank import distinct
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,8 @@ def domain_links(graph: EdgeArrays) -> DomainLinks:
     source, target, between_pages = edge_domains(graph)
     width = int(graph.domain_of_host.max(initial=0)) + 1
     pairs = source[between_pages].astype(np.int64) * width + target[between_pages]
-    unique, counts = np.unique(pairs, return_counts=True)
-    return DomainLinks(unique // width, unique % width, counts.astype(np.int64))
+    unique, counts = distinct(pairs)
+    return DomainLinks(unique // width, unique % width, counts)
 
 
 def domain_graph(links: DomainLinks, names: list[str], limit: int) -> list[dict[str, Any]]:
@@ -71,24 +72,27 @@ def farms(
 ) -> list[dict[str, Any]]:
     leaving = links.source != links.target
     source, target, counts = links.source[leaving], links.target[leaving], links.links[leaving]
-    found: list[dict[str, Any]] = []
-    for domain in np.unique(source):
-        mine = source == domain
-        total = int(counts[mine].sum())
-        if total < parameters.farm_min_links:
-            continue
-        best = int(np.argmax(counts[mine]))
-        top = int(counts[mine][best])
-        if top / total > parameters.farm_share:
-            found.append(
-                {
-                    "domain": names[int(domain)],
-                    "target_domain": names[int(target[mine][best])],
-                    "share": top / total,
-                    "links_out": total,
-                    "links_to_target": top,
-                }
-            )
+    if source.size == 0:
+        return []
+    # `links` is sorted by (source, target): each source domain is one run.
+    starts = np.flatnonzero(np.concatenate(([True], source[1:] != source[:-1])))
+    totals = np.add.reduceat(counts, starts)
+    tops = np.maximum.reduceat(counts, starts)
+    run = np.repeat(np.arange(starts.size), np.diff(np.append(starts, source.size)))
+    at_top = np.flatnonzero(counts == tops[run])
+    first_top = at_top[np.concatenate(([True], run[at_top][1:] != run[at_top][:-1]))]
+    found: list[dict[str, Any]] = [
+        {
+            "domain": names[int(source[starts[i]])],
+            "target_domain": names[int(target[first_top[i]])],
+            "share": float(tops[i] / totals[i]),
+            "links_out": int(totals[i]),
+            "links_to_target": int(tops[i]),
+        }
+        for i in np.flatnonzero(
+            (totals >= parameters.farm_min_links) & (tops > parameters.farm_share * totals)
+        )
+    ]
     found.sort(key=lambda item: (-item["links_to_target"], item["domain"]))
     return found
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from schemas.canonical import host_key, registered_domain
+from linkgraph.hosts import host_and_domain, origin_of
 from schemas.links import PageLinks
 
 KINDS = ("INTERNAL", "EXTERNAL", "NOFOLLOW", "UGC", "SPONSORED", "REDIRECT")
@@ -60,6 +60,7 @@ class CompactGraph:
         self.crawls: list[str] = []
         self._crawl_ids: dict[str, int] = {}
         self.sources: dict[int, SourceLinks] = {}
+        self._origin_hosts: dict[str, int] = {}
         self.version = 0
         """Grows with every change, so a ranker knows whether anything is new."""
 
@@ -70,16 +71,19 @@ class CompactGraph:
         node = len(self.urls)
         self.ids[url] = node
         self.urls.append(url)
-        self._host_of.append(self._host_id(host_key(url)))
+        origin = origin_of(url)
+        host = self._origin_hosts.get(origin)
+        if host is None:
+            host = self._origin_hosts[origin] = self._host_id(*host_and_domain(origin))
+        self._host_of.append(host)
         return node
 
-    def _host_id(self, host: str) -> int:
+    def _host_id(self, host: str, domain: str) -> int:
         found = self._host_ids.get(host)
         if found is not None:
             return found
         self._host_ids[host] = len(self.hosts)
         self.hosts.append(host)
-        domain = registered_domain(host) if host else ""
         domain_id = self._domain_ids.get(domain)
         if domain_id is None:
             domain_id = self._domain_ids[domain] = len(self.domains)
@@ -98,24 +102,36 @@ class CompactGraph:
 
     def add(self, links: PageLinks) -> bool:
         """Apply one part of one fetch; False when it is older than the source's newest fetch."""
-        source = self.node_id(links.from_url)
+        return self.add_links(
+            links.from_url,
+            links.fetched_at,
+            links.crawl_id,
+            [edge.to_url for edge in links.edges],
+            [edge.link_type for edge in links.edges],
+        )
+
+    def add_links(
+        self, from_url: str, fetched_at: int, crawl_id: str, targets: list[str], kinds: list[str]
+    ) -> bool:
+        source = self.node_id(from_url)
         current = self.sources.get(source)
-        if current is not None and links.fetched_at < current.fetched_at:
+        if current is not None and fetched_at < current.fetched_at:
             return False
-        if current is None or links.fetched_at > current.fetched_at:
-            crawl = self._crawl_ids.setdefault(links.crawl_id, len(self.crawls))
+        if current is None or fetched_at > current.fetched_at:
+            crawl = self._crawl_ids.setdefault(crawl_id, len(self.crawls))
             if crawl == len(self.crawls):
-                self.crawls.append(links.crawl_id)
-            current = self.sources[source] = SourceLinks(links.fetched_at, crawl)
+                self.crawls.append(crawl_id)
+            current = self.sources[source] = SourceLinks(fetched_at, crawl)
         known = set(current.targets) if current.targets else None
-        for edge in links.edges:
-            target = self.node_id(edge.to_url)
+        node_id = self.node_id
+        for to_url, kind in zip(targets, kinds, strict=True):
+            target = node_id(to_url)
             if known is not None:
                 if target in known:
                     continue
                 known.add(target)
             current.targets.append(target)
-            current.kinds.append(KIND_CODES[edge.link_type])
+            current.kinds.append(KIND_CODES[kind])
         self.version += 1
         return True
 

@@ -19,16 +19,17 @@ Every forward change is produced to `links.by-target` (key to TAB from, partitio
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import orjson
 
+from linkgraph.hosts import host_and_domain, origin_of
 from linkgraph.records import (
     ANCHORS,
     FORWARD,
     NODES,
     REVERSE,
-    STATS_KEY,
     EdgeRecord,
     FetchAssembly,
     NodeRecord,
@@ -39,34 +40,30 @@ from linkgraph.records import (
 )
 from schemas import links_by_target
 from schemas.base import SCHEMA_VERSION
-from schemas.canonical import host_key, registered_domain
 from schemas.links import LinkEdge, PageLinks
 from schemas.links_by_target import InLink
 from streamcrawl.handler import Context
 from streamcrawl.state import Table
 
-ReKey = Callable[[str, str, EdgeRecord], None]
+ReKey = Callable[[str, str, EdgeRecord, bytes], None]
+"""Produce one changed edge to `links.by-target`: to_url, from_url, record, encoded record."""
 
 
 def new_node(url: str, first_seen_at: int) -> NodeRecord:
-    host = host_key(url)
-    return NodeRecord(
-        url=url,
-        host=host,
-        domain=registered_domain(host) if host else "",
-        first_seen_at=first_seen_at,
-    )
+    host, domain = host_and_domain(origin_of(url))
+    return NodeRecord(url=url, host=host, domain=domain, first_seen_at=first_seen_at)
 
 
 class PartitionIndexes:
-    """The four tables of one state partition, with the stats record kept in step."""
+    """The four tables of one state partition; `stats` collects this message's size changes, which
+    the handler adds to the partition's totals once the message succeeded."""
 
     def __init__(self, ctx: Context) -> None:
         self.forward = ctx.table(FORWARD)
         self.reverse = ctx.table(REVERSE)
         self.anchors = ctx.table(ANCHORS)
         self.nodes = ctx.table(NODES)
-        self.stats = PartitionStats.decode(self.nodes.get(STATS_KEY))
+        self.stats = PartitionStats()
         self.edges_upserted = 0
 
     def put(self, table: Table, name: str, key: bytes, old: bytes | None, new: bytes) -> None:
@@ -87,9 +84,6 @@ class PartitionIndexes:
         if encoded != old:
             self.put(self.nodes, NODES, node.url.encode(), old, encoded)
 
-    def save_stats(self) -> None:
-        self.nodes.put(STATS_KEY, self.stats.encode())
-
 
 def upsert_page_links(indexes: PartitionIndexes, links: PageLinks, rekey: ReKey) -> None:
     """Apply one part of one fetch's out-links (see the module docstring)."""
@@ -105,8 +99,10 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks, rekey: ReKey)
     if fetched_at > node.fetch.fetched_at:
         node.fetch = FetchAssembly(fetched_at=fetched_at, parts=links.parts)
     current = fetched_at == node.fetch.fetched_at
+    # A source with no forward edge stored yet (a first crawl) has none to read back.
+    stored = node.out_total > 0
     for edge in links.edges:
-        _upsert_forward(indexes, node, links.from_url, edge, fetched_at, current, rekey)
+        _upsert_forward(indexes, node, links.from_url, edge, fetched_at, current, stored, rekey)
     if current and links.part not in node.fetch.parts_seen:
         node.fetch.parts_seen.append(links.part)
         node.fetch.parts_seen.sort()
@@ -122,10 +118,11 @@ def _upsert_forward(
     edge: LinkEdge,
     fetched_at: int,
     current: bool,
+    stored: bool,
     rekey: ReKey,
 ) -> None:
     key = edge_key(from_url, edge.to_url)
-    old = indexes.forward.get(key) if node.out_total else None
+    old = indexes.forward.get(key) if stored else None
     if old is None:
         record = EdgeRecord(
             anchor_text=edge.anchor_text,
@@ -152,7 +149,7 @@ def _upsert_forward(
     encoded = record.encode()
     indexes.put(indexes.forward, FORWARD, key, old, encoded)
     indexes.edges_upserted += 1
-    rekey(edge.to_url, from_url, record)
+    rekey(edge.to_url, from_url, record, encoded)
 
 
 def _merged(previous: EdgeRecord, edge: LinkEdge, fetched_at: int, current: bool) -> EdgeRecord:
@@ -184,16 +181,20 @@ def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, fetched_at: int, re
             continue
         record.gone = True
         node.out_live -= 1
-        indexes.put(indexes.forward, FORWARD, key, raw, record.encode())
+        encoded = record.encode()
+        indexes.put(indexes.forward, FORWARD, key, raw, encoded)
         indexes.edges_upserted += 1
         _, to_url = split_key(key)
-        rekey(to_url, node.url, record)
+        rekey(to_url, node.url, record, encoded)
 
 
 def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     """Apply one re-keyed edge to the reverse index, the target's anchors and its node."""
+    node, old_node = indexes.node(in_link.to_url, in_link.discovered_at)
     key = edge_key(in_link.to_url, in_link.from_url)
-    old = indexes.reverse.get(key)
+    # A target with no in-link stored has no reverse entry and no anchor: skip those reads.
+    had_in_links = node.in_total > 0
+    old = indexes.reverse.get(key) if had_in_links else None
     previous = EdgeRecord.decode(old) if old is not None else None
     if previous is not None and previous.last_seen_at > in_link.last_seen_at:
         return  # a stale copy: the reverse index already reflects a newer fetch
@@ -211,23 +212,24 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
         record.discovered_at = min(record.discovered_at, previous.discovered_at)
         if record == previous:
             return
-    node, old_node = indexes.node(in_link.to_url, record.discovered_at)
     was_live = previous is not None and not previous.gone
     if previous is None:
         node.in_total += 1
     if was_live != (not record.gone):
         node.in_live += -1 if was_live else 1
     if was_live and previous is not None and previous.anchor_text:
-        _count_anchor(indexes, in_link.to_url, previous.anchor_text, -1)
+        _count_anchor(indexes, in_link.to_url, previous.anchor_text, -1, known=True)
     if not record.gone and record.anchor_text:
-        _count_anchor(indexes, in_link.to_url, record.anchor_text, 1)
+        _count_anchor(indexes, in_link.to_url, record.anchor_text, 1, known=had_in_links)
     indexes.put(indexes.reverse, REVERSE, key, old, record.encode())
     indexes.save_node(node, old_node)
 
 
-def _count_anchor(indexes: PartitionIndexes, to_url: str, text: str, delta: int) -> None:
+def _count_anchor(
+    indexes: PartitionIndexes, to_url: str, text: str, delta: int, known: bool
+) -> None:
     key = edge_key(to_url, text)
-    old = indexes.anchors.get(key)
+    old = indexes.anchors.get(key) if known else None
     count = (int(old) if old is not None else 0) + delta
     if count <= 0:
         if old is not None:
@@ -238,25 +240,13 @@ def _count_anchor(indexes: PartitionIndexes, to_url: str, text: str, delta: int)
     indexes.put(indexes.anchors, ANCHORS, key, old, encoded)
 
 
-def in_link_value(to_url: str, from_url: str, record: EdgeRecord) -> bytes:
-    """The `links.by-target` value, encoded directly (one per edge, so no pydantic round trip);
-    `tests/unit/linkgraph` checks it validates as `InLink`."""
-    return orjson.dumps(
-        {
-            "v": SCHEMA_VERSION,
-            "from_url": from_url,
-            "to_url": to_url,
-            "anchor_text": record.anchor_text,
-            "context_window": record.context_window,
-            "link_type": record.link_type,
-            "position": record.position,
-            "rel": record.rel,
-            "discovered_at": record.discovered_at,
-            "last_seen_at": record.last_seen_at,
-            "gone": record.gone,
-        }
-    )
+def in_link_value(to_url: str, from_url: str, encoded: bytes) -> bytes:
+    """The `links.by-target` value: version and ends, then the encoded edge record's fields (one
+    per edge, so no pydantic round trip; `tests/unit/linkgraph` checks it is a valid InLink)."""
+    ends = orjson.dumps({"v": SCHEMA_VERSION, "from_url": from_url, "to_url": to_url})
+    return ends[:-1] + b"," + encoded[1:]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def by_target_partition(to_url: str, partitions: int) -> int:
     return links_by_target.partition(to_url, partitions)

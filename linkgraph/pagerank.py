@@ -12,6 +12,7 @@ the previous vector (new pages get the teleport share), which usually halves the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -48,11 +49,22 @@ class RankOutcome:
     residual: float
 
 
+def distinct(values: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
+    """The sorted distinct values and how often each occurs. Sort and compare: numpy 2.4's
+    `np.unique` takes seconds on a few million int64 where this takes tens of milliseconds."""
+    ordered = np.sort(values)
+    if ordered.size == 0:
+        return ordered, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    counts = np.diff(np.append(starts, ordered.size)).astype(np.int64)
+    return ordered[starts], counts
+
+
 def transition(src: npt.NDArray[np.int32], dst: npt.NDArray[np.int32], nodes: int) -> Transition:
     keep = src != dst
     src, dst = src[keep], dst[keep]
     # One edge per (from, to): a pair's second copy would double its weight.
-    pairs = np.unique(src.astype(np.int64) * max(nodes, 1) + dst)
+    pairs, _ = distinct(src.astype(np.int64) * max(nodes, 1) + dst)
     src = (pairs // max(nodes, 1)).astype(np.int32)
     dst = (pairs % max(nodes, 1)).astype(np.int32)
     degree = np.bincount(src, minlength=nodes).astype(np.float64)
@@ -64,7 +76,7 @@ def transition(src: npt.NDArray[np.int32], dst: npt.NDArray[np.int32], nodes: in
 def teleport_vector(nodes: int, members: npt.NDArray[np.int64] | None) -> Vector:
     if members is None:
         return np.full(nodes, 1.0 / nodes)
-    members = np.unique(members)
+    members, _ = distinct(members)
     if members.size == 0:
         raise QueryError("the teleport set is empty: no known page matches it", 404)
     teleport = np.zeros(nodes)

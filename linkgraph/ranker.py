@@ -203,6 +203,8 @@ class Ranker:
             self._step_down()
             self._election.close()
             self._publisher.close()
+            if self._member is not None:
+                self._member.close()
 
     def _step_down(self) -> None:
         self._leading.clear()
@@ -243,7 +245,9 @@ class Ranker:
             previous.scores if previous is not None else None,
             self._config.change_ratio,
         )
+        publishing = time.perf_counter()
         published = self._publisher.publish(ranking, changed)
+        ranking.phases["publish"] = time.perf_counter() - publishing
         ranking.seconds = time.perf_counter() - began
         self._ranking = ranking
         metrics.RANKING_SECONDS.observe(ranking.seconds)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from linkgraph.pagerank import (
     RankOutcome,
     RankParameters,
     Transition,
+    distinct,
     pagerank,
     teleport_vector,
     transition,
@@ -51,6 +53,8 @@ class Ranking:
     host_code: Callable[[str], int | None]
     crawl_code: Callable[[str], int | None]
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds per phase: snapshot (arrays), transition (CSR), iterate, publish."""
     _cache: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -69,6 +73,7 @@ class Ranking:
             "converged": self.outcome.converged,
             "residual": self.outcome.residual,
             "seconds": self.seconds,
+            "phases": dict(self.phases),
         }
 
     def answer(self, view: str, params: Mapping[str, str]) -> Any:
@@ -155,7 +160,7 @@ class Ranking:
     def _all_seeds(self) -> npt.NDArray[np.int64]:
         if not self.seeds:
             return _EMPTY
-        return np.unique(np.concatenate(list(self.seeds.values())))
+        return distinct(np.concatenate(list(self.seeds.values())))[0]
 
     def _cached(self, name: str, compute: Callable[[], Any]) -> Any:
         with self._lock:
@@ -196,10 +201,14 @@ def build_ranking(
     start: npt.NDArray[np.float64] | None,
 ) -> Ranking:
     """Snapshot `graph`, build the transition over followed links, iterate from `start`."""
+    began = time.perf_counter()
     arrays = graph.arrays()
+    snapshot = time.perf_counter()
     followed = np.isin(arrays.kind, FOLLOWED)
     step = transition(arrays.src[followed], arrays.dst[followed], arrays.nodes)
+    built = time.perf_counter()
     outcome = pagerank(step, parameters, start=start)
+    iterated = time.perf_counter()
     seed_ids = {
         crawl_id: np.array([graph.ids[u] for u in urls if u in graph.ids], dtype=np.int64)
         for crawl_id, urls in seeds.items()
@@ -219,4 +228,9 @@ def build_ranking(
         analysis=analysis,
         host_code=graph.host_code,
         crawl_code=graph.crawl_code,
+        phases={
+            "snapshot": snapshot - began,
+            "transition": built - snapshot,
+            "iterate": iterated - built,
+        },
     )

@@ -245,6 +245,11 @@ class PartitionStats:
         after = 0 if new is None else len(key) + len(new)
         self.size[table] += after - before
 
+    def add(self, delta: PartitionStats) -> None:
+        for table in TABLES:
+            self.entries[table] += delta.entries[table]
+            self.size[table] += delta.size[table]
+
     def encode(self) -> bytes:
         return orjson.dumps({"entries": self.entries, "bytes": self.size})
 

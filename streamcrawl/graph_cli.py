@@ -38,7 +38,8 @@ class GraphApiError(StreamcrawlError):
     """The graph API could not be reached or answered an error."""
 
 
-def graph_api_address(settings: Settings, timeout_s: float = MEMBERS_TIMEOUT_S) -> str:
+def graph_api_addresses(settings: Settings, timeout_s: float = MEMBERS_TIMEOUT_S) -> list[str]:
+    """API addresses of the live linkgraph members, ready and most recently heard first."""
     table: TopicTable[members.Member] = TopicTable(
         table_consumer_config(settings),
         topic_name(settings, members.TOPIC),
@@ -57,8 +58,25 @@ def graph_api_address(settings: Settings, timeout_s: float = MEMBERS_TIMEOUT_S) 
         table.stop()
     if not live:
         raise GraphApiError("no live linkgraph instance serves its API (is `linkgraph` running?)")
-    best = sorted(live, key=lambda m: (not m.ready, -m.updated_at))[0]
-    return str(best.api_address)
+    return [str(m.api_address) for m in sorted(live, key=lambda m: (not m.ready, -m.updated_at))]
+
+
+def graph_api_address(settings: Settings, timeout_s: float = MEMBERS_TIMEOUT_S) -> str:
+    return graph_api_addresses(settings, timeout_s)[0]
+
+
+def call_any(
+    addresses: list[str], path: str, params: dict[str, str], method: str = "GET"
+) -> tuple[int, bytes]:
+    """`call` on the first address that answers: a member that died a moment ago is still listed
+    as live for a few heartbeats."""
+    failure: GraphApiError | None = None
+    for address in addresses:
+        try:
+            return call(address, path, params, method)
+        except GraphApiError as error:
+            failure = error
+    raise failure or GraphApiError("no linkgraph address to call")
 
 
 def call(address: str, path: str, params: dict[str, str], method: str = "GET") -> tuple[int, bytes]:
@@ -123,12 +141,12 @@ def _params(args: argparse.Namespace) -> dict[str, str]:
 
 def cmd_graph(args: argparse.Namespace, settings: Settings) -> int:
     try:
-        address = graph_api_address(settings)
+        addresses = graph_api_addresses(settings)
         command = args.graph_command
         if command == "export":
-            return _export(address, args.out, args.vertices)
+            return _export(addresses, args.out, args.vertices)
         method = "POST" if command == "rank" else "GET"
-        status, body = call(address, f"/v1/graph/{command}", _params(args), method)
+        status, body = call_any(addresses, f"/v1/graph/{command}", _params(args), method)
     except GraphApiError as error:
         sys.stderr.write(f"streamcrawl: {error}\n")
         return 2
@@ -145,9 +163,9 @@ def cmd_graph(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _export(address: str, out: Path, vertices: bool) -> int:
+def _export(addresses: list[str], out: Path, vertices: bool) -> int:
     params = {"what": "vertices"} if vertices else {}
-    status, body = call(address, "/v1/graph/export", params)
+    status, body = call_any(addresses, "/v1/graph/export", params)
     if status >= 400:
         sys.stderr.write(f"streamcrawl: export failed ({status}): {body[:500]!r}\n")
         return 1

@@ -32,7 +32,8 @@ class GraphHarness:
         self.handler = LinkGraphHandler(self.topics)
         options = StoreOptions(StateSettings())
         self.stores = [
-            PartitionStore(root / f"p{p}", self.handler.tables(), options) for p in range(partitions)
+            PartitionStore(root / f"p{p}", self.handler.tables(), options)
+            for p in range(partitions)
         ]
         self.offset = 0
         self.outputs: list[Output] = []
@@ -55,6 +56,7 @@ class GraphHarness:
             self.dead_letters.append(ctx.dead_letter_reason)
             return []
         child.merge_into_parent()
+        self.handler.on_tick(Context(partition=partition, transaction=top))
         self.stores[partition].write(top.writes, "changelog", None)
         return ctx.outputs
 

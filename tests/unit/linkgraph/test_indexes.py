@@ -1,4 +1,4 @@
-"""The indexes equal the ground truth of a generated graph: every edge, every anchor, every field."""
+"""The indexes equal the ground truth of a generated graph: every edge, anchor and field."""
 
 from __future__ import annotations
 
@@ -113,8 +113,12 @@ def test_indexes_equal_the_ground_truth(graph: GraphHarness) -> None:
     assert stored == dict(anchors)
     # Every forward entry lives on its source's partition, every reverse one on its target's.
     for p in range(3):
-        assert all(graph.partition_of(k.decode().split("\t")[0]) == p for k, _ in graph.scan(p, FORWARD))
-        assert all(graph.partition_of(k.decode().split("\t")[0]) == p for k, _ in graph.scan(p, REVERSE))
+        assert all(
+            graph.partition_of(k.decode().split("\t")[0]) == p for k, _ in graph.scan(p, FORWARD)
+        )
+        assert all(
+            graph.partition_of(k.decode().split("\t")[0]) == p for k, _ in graph.scan(p, REVERSE)
+        )
 
 
 def test_nodes_count_degrees_and_crawled(graph: GraphHarness) -> None:
@@ -175,10 +179,7 @@ def test_queries_paginate_and_filter(graph: GraphHarness) -> None:
     target = Counter(e.to_url for p in pages for e in p.edges).most_common(1)[0][0]
     incoming = graph.query(EdgeQuery("in", target, limit=1000, position="CONTENT"))
     assert {e["from_url"] for e in incoming["edges"]} == {
-        p.from_url
-        for p in pages
-        for e in p.edges
-        if e.to_url == target and e.position == "CONTENT"
+        p.from_url for p in pages for e in p.edges if e.to_url == target and e.position == "CONTENT"
     }
     anchors = graph.query(AnchorQuery(target))["anchors"]
     texts = Counter(e.anchor_text for p in pages for e in p.edges if e.to_url == target)

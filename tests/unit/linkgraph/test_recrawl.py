@@ -20,7 +20,11 @@ D = "https://a.example/d"
 
 def edge(to_url: str, anchor: str, at: int, position: str = "CONTENT") -> LinkEdge:
     return LinkEdge(
-        to_url=to_url, anchor_text=anchor, link_type="INTERNAL", position=position, discovered_at=at  # type: ignore[arg-type]
+        to_url=to_url,
+        anchor_text=anchor,
+        link_type="INTERNAL",
+        position=position,
+        discovered_at=at,  # type: ignore[arg-type]
     )
 
 
