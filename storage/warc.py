@@ -14,12 +14,12 @@ Transfer-Encoding are kept as X-Archive-Orig-* and Content-Length is the stored 
 record's HTTP message is self-consistent (what wget and Heritrix's tooling do with decoded bodies).
 
 Idempotence: record ids are derived from the fetch (URL, fetch time, lease id), so a redelivered
-page yields the same ids. The writer remembers the location of every record it wrote recently and,
-after a crash, of every record in the files it had open (found by walking them on restart, when a
-torn last member is cut off); a record it already holds is not written again and its existing
-location is returned. A page redelivered to a different instance (after a rebalance) does append a
-second, identical record to that instance's file, which the index does not point to and
-`storage export` drops by record id.
+page yields the same ids. The writer remembers the location of every record it wrote recently; after
+a crash it learns them again from its journal (`storage.journal`, which also covers files rotated
+since the last commit) and from a walk of the files it had open (where a torn last member is cut
+off). A record it already holds is not written again: its existing location is returned. A page
+redelivered to a different instance (after a rebalance) does append a second, identical record to
+that instance's file, which the index does not point to and `storage export` drops by record id.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from warcio.warcwriter import WARCWriter
 
 from schemas.pages import FetchedPage
 from storage.exceptions import WarcError
+from storage.journal import RecordJournal
 from storage.warcfiles import (
     OPEN_SUFFIX,
     WARC_DIR,
@@ -60,7 +61,8 @@ FILE_PREFIX = "streamcrawl"
 WARC_VERSION = "WARC/1.1"
 RECORD_NAMESPACE = uuid.UUID("6f1b8f5e-3c2a-4f4e-9a57-2a0c0e7d7b11")
 REMEMBERED_RECORDS = 200_000
-"""Record ids kept for redelivery detection: far more than can be uncommitted at once."""
+"""Record ids kept for redelivery detection: far more than can be uncommitted at once (the loop
+commits every cycle, a cycle is at most one batch)."""
 CRASH_MID_WARC = "storage_mid_warc"
 """Crash point: half of a fetch's records are in the file, the rest never will be."""
 _ENCODING_HEADERS = {"content-encoding", "transfer-encoding"}
@@ -167,12 +169,16 @@ class WarcWriter:
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()
         self._known: OrderedDict[str, WarcLocation] = OrderedDict()
         self._serial = 0
+        self._journal = RecordJournal(root, self._instance, REMEMBERED_RECORDS // 2, fsync)
 
     # ----- recovery --------------------------------------------------------------------------
 
     def recover(self) -> list[str]:
         """Close out the files this instance had open when it died: cut a torn last member, learn
-        the ids of the records they hold, remove their `.open` markers. Returns their paths."""
+        the ids of the records they hold, remove their `.open` markers. Returns their paths. The
+        journal first tells where the records of files closed before the crash are."""
+        for key, file, offset, length in self._journal.entries():
+            self._remember(key, WarcLocation(file, offset, length, key))
         recovered = []
         base = self.root / WARC_DIR
         suffix = f"-{self._instance}{WARC_SUFFIX}{OPEN_SUFFIX}"
@@ -202,6 +208,13 @@ class WarcWriter:
         if path.stat().st_size != good_end:
             with path.open("r+b") as handle:
                 handle.truncate(good_end)
+            cut = [
+                key
+                for key, known in self._known.items()
+                if known.file == relative and known.offset + known.length > good_end
+            ]
+            for key in cut:
+                del self._known[key]
 
     def _remember(self, key: str, location: WarcLocation) -> None:
         self._known[key] = location
@@ -278,6 +291,7 @@ class WarcWriter:
         location = WarcLocation(current.relative, current.size, len(main), main_id)
         self._append(current, data)
         self._remember(main_id, location)
+        self._journal.append(main_id, location.file, location.offset, location.length)
         return WrittenFetch(location, len(data))
 
     def _append(self, current: _OpenFile, data: bytes, *, crash_point: bool = True) -> None:
@@ -332,3 +346,4 @@ class WarcWriter:
     def close(self) -> None:
         for directory in list(self._open):
             self._close(directory)
+        self._journal.close()

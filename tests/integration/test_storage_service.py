@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from warcio.archiveiterator import ArchiveIterator
 
 from storage.warcfiles import iter_members, record_head, warc_files
 from tests.integration.storage_support import (
@@ -20,6 +19,7 @@ from tests.integration.storage_support import (
     get_json,
     page_body,
     wait_stored,
+    warc_records,
 )
 from tests.support import wait_for
 
@@ -31,24 +31,6 @@ def storage(kafka_bootstrap: str, tmp_path: Path) -> Iterator[StorageDeployment]
     deployment = StorageDeployment(kafka_bootstrap, tmp_path)
     yield deployment
     deployment.stop()
-
-
-def warc_records(root: Path) -> list[tuple[str, str, str]]:
-    """(type, target URI, record id) of every record, every digest checked by warcio."""
-    found = []
-    for path in warc_files(root):
-        with path.open("rb") as handle:
-            for record in ArchiveIterator(handle, check_digests="raise"):
-                record.content_stream().read()
-                headers = record.rec_headers
-                found.append(
-                    (
-                        record.rec_type,
-                        headers.get_header("WARC-Target-URI") or "",
-                        headers.get_header("WARC-Record-ID"),
-                    )
-                )
-    return found
 
 
 def warcinfo_bytes(root: Path) -> int:

@@ -249,3 +249,23 @@ def test_pages_of_each_crawl_go_to_that_crawls_directory(archive: Archive) -> No
     assert sorted(p.parent.name for p in archive.warc_files()) == ["alpha", "beta"]
     archive.warc.close()
     assert not list((archive.root / "warc").glob("*/*.open"))
+
+
+def test_a_restarted_writer_knows_records_of_files_it_rotated_before_dying(
+    tmp_path: Path,
+) -> None:
+    archive = Archive(tmp_path / "root", tmp_path / "state", max_bytes=8192)
+    try:
+        pages = []
+        for i in range(8):
+            body = random.Random(i).randbytes(3000)
+            pages.append((make_page(f"https://example.org/r{i}", body, 1_000 + i), body))
+        for page, body in pages:
+            archive.deliver(page, body, commit=False)
+        assert len(archive.warc_files()) > 2  # rotated inside the uncommitted window
+        archive.open_writer()
+        for page, body in pages:
+            archive.deliver(page, body)
+        assert [k for k, _, _ in archive.records()].count("response") == len(pages)
+    finally:
+        archive.close()
