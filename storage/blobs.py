@@ -83,6 +83,15 @@ class BlobStore:
 
     def put(self, content_hash: str, body: bytes) -> BlobWrite:
         """Store `body` under its hash unless already there. The caller has checked the hash."""
+        if self.exists(content_hash):
+            return BlobWrite(blob_path(content_hash), written=False, stored_bytes=0)
+        return self.put_compressed(content_hash, self.compress(body))
+
+    def compress(self, body: bytes) -> bytes:
+        return self._compressor.compress(body)
+
+    def put_compressed(self, content_hash: str, compressed: bytes) -> BlobWrite:
+        """Store an already compressed body (from `compress`) unless its blob exists."""
         relative = blob_path(content_hash)
         final = self.root / relative
         if final.exists():
@@ -91,7 +100,6 @@ class BlobStore:
         if directory not in self._known_dirs:
             directory.mkdir(parents=True, exist_ok=True)
             self._known_dirs.add(directory)
-        compressed = self._compressor.compress(body)
         temporary = directory / f"{content_hash}{TEMP_MARK}{self._writer_id}-{uuid.uuid4().hex}"
         with temporary.open("wb") as out:
             out.write(compressed)

@@ -2,14 +2,20 @@
 step 6). No Kafka: the kernel calls `handle` with the page and its partition's index table.
 
 For a page arriving on `pages`:
-1. its body must hash to the `sha256` the fetcher sent (else it is dead-lettered: a content-
+1. the URL's history is read from the index and the fetch classified (`storage.index.classify`):
+   a redelivery changes nothing and writes nothing;
+2. its body must hash to the `sha256` the fetcher sent (else it is dead-lettered: a content-
    addressed store must never file a body under another body's name);
-2. the URL's history is read from the index and the fetch classified (`storage.index.classify`):
-   a redelivery changes nothing and writes nothing; an unchanged page gets a revisit record and
-   only moves the latest version's timestamp; a new or changed one gets its blob (written only if
-   no blob has that hash yet), its response and request records and a new version;
-3. the new history is put in the table; the kernel ships it to the changelog and commits the
+3. an unchanged page gets a revisit record and only moves the latest version's timestamp; a new or
+   changed one gets its blob (written only if no blob has that hash yet), its response and request
+   records and a new version;
+4. the new history is put in the table; the kernel ships it to the changelog and commits the
    page's offset, then writes the index.
+
+The expensive part of a new body is compressing it twice (zstd for the blob, gzip for the WARC).
+With an executor, the SHA-256 check and the WARC records are prepared on its thread while this one
+compresses the blob (both libraries release the GIL), and only then is anything written: blob
+first, then the records. On one free core that changes nothing; with two it nearly halves the time.
 
 The blob and the WARC records are on disk before the offset is committed. A crash in between
 redelivers the page to an index that does not have it: the blob is already there (content
@@ -21,10 +27,11 @@ with the same single entry either way.
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import Executor
 
 from schemas.pages import FetchedPage
 from storage import metrics
-from storage.blobs import BlobStore, is_sha256_hex
+from storage.blobs import BlobStore, BlobWrite, blob_path, is_sha256_hex
 from storage.index import (
     TABLE,
     Change,
@@ -37,15 +44,33 @@ from storage.index import (
     with_new_version,
     with_revisit,
 )
-from storage.warc import RevisitTarget, WarcWriter, warc_date
+from storage.warc import PreparedFetch, RevisitTarget, WarcWriter, warc_date
 from streamcrawl.handler import BaseHandler, Context, Record
+
+Prepared = tuple[str | None, PreparedFetch | None]
+"""A problem with the body, or the fetch's WARC records ready to append."""
+
+
+def body_problem(page: FetchedPage, body: bytes) -> str | None:
+    """Why the body cannot be filed under the page's sha256, or None when it can."""
+    actual = hashlib.sha256(body).hexdigest()
+    if actual != page.sha256:
+        return f"body hashes to {actual}, the page says {page.sha256}"
+    return None
 
 
 class StorageHandler(BaseHandler):
-    def __init__(self, blobs: BlobStore, warc: WarcWriter, history_limit: int = 64) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        warc: WarcWriter,
+        history_limit: int = 64,
+        executor: Executor | None = None,
+    ) -> None:
         self._blobs = blobs
         self._warc = warc
         self._history_limit = history_limit
+        self._executor = executor
 
     @staticmethod
     def tables() -> tuple[str, ...]:
@@ -53,9 +78,8 @@ class StorageHandler(BaseHandler):
 
     def handle(self, record: Record, ctx: Context) -> None:
         page, body = record.value
-        problem = self._body_problem(page, body)
-        if problem is not None:
-            ctx.dead_letter(problem)
+        if not is_sha256_hex(page.sha256):
+            ctx.dead_letter(f"sha256 is not a lowercase hex digest: {page.sha256[:80]!r}")
             return
         table = ctx.table(TABLE)
         key = page.url.encode()
@@ -65,19 +89,14 @@ class StorageHandler(BaseHandler):
             metrics.REDELIVERED.inc()
             return
         if change is Change.UNCHANGED and history is not None:
-            updated = self._revisit(history, page)
+            problem = body_problem(page, body)
+            updated = None if problem is not None else self._revisit(history, page)
         else:
-            updated = self._store(history, page, body)
+            problem, updated = self._store(history, page, body)
+        if updated is None:
+            ctx.dead_letter(problem or "the page could not be stored")
+            return
         table.put(key, encode_history(updated))
-
-    @staticmethod
-    def _body_problem(page: FetchedPage, body: bytes) -> str | None:
-        if not is_sha256_hex(page.sha256):
-            return f"sha256 is not a lowercase hex digest: {page.sha256[:80]!r}"
-        actual = hashlib.sha256(body).hexdigest()
-        if actual != page.sha256:
-            return f"body hashes to {actual}, the page says {page.sha256}"
-        return None
 
     def _revisit(self, history: PageHistory, page: FetchedPage) -> PageHistory:
         latest = history.latest
@@ -94,9 +113,35 @@ class StorageHandler(BaseHandler):
         )
         return with_revisit(history, page, reference)
 
-    def _store(self, history: PageHistory | None, page: FetchedPage, body: bytes) -> PageHistory:
-        blob = self._blobs.put(page.sha256, body)
-        written = self._warc.write_response(page, body)
+    def _prepare(self, page: FetchedPage, body: bytes) -> Prepared:
+        problem = body_problem(page, body)
+        if problem is not None:
+            return problem, None
+        return None, self._warc.prepare_response(page, body)
+
+    def _compress_and_prepare(
+        self, page: FetchedPage, body: bytes
+    ) -> tuple[bytes | None, Prepared]:
+        """The blob's compressed bytes (None when the blob exists) and the prepared records."""
+        if self._executor is None:
+            prepared = self._prepare(page, body)
+            needed = prepared[0] is None and not self._blobs.exists(page.sha256)
+            return (self._blobs.compress(body) if needed else None), prepared
+        future = self._executor.submit(self._prepare, page, body)
+        compressed = None if self._blobs.exists(page.sha256) else self._blobs.compress(body)
+        return compressed, future.result()
+
+    def _store(
+        self, history: PageHistory | None, page: FetchedPage, body: bytes
+    ) -> tuple[str | None, PageHistory | None]:
+        compressed, (problem, prepared) = self._compress_and_prepare(page, body)
+        if prepared is None:
+            return problem, None
+        if compressed is None:
+            blob = BlobWrite(blob_path(page.sha256), written=False, stored_bytes=0)
+        else:
+            blob = self._blobs.put_compressed(page.sha256, compressed)
+        written = self._warc.append(prepared)
         metrics.PAGES_STORED.inc()
         metrics.BYTES_WRITTEN.inc(blob.stored_bytes + written.bytes_written)
         if blob.written:
@@ -119,4 +164,4 @@ class StorageHandler(BaseHandler):
             warc_record_id=location.record_id,
             warc_date=warc_date(page.fetched_at),
         )
-        return with_new_version(history, page, version, self._history_limit)
+        return None, with_new_version(history, page, version, self._history_limit)

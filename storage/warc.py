@@ -95,6 +95,18 @@ class WrittenFetch:
     """0 when the records were already in a file (a redelivery)."""
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedFetch:
+    """A fetch's records, each a compressed gzip member, ready to append."""
+
+    crawl_id: str
+    main_id: str
+    main: bytes
+    request: bytes
+    known: WarcLocation | None
+    """Set when these records are already in a file: nothing is appended."""
+
+
 @dataclass
 class _OpenFile:
     path: Path
@@ -165,7 +177,6 @@ class WarcWriter:
         self._max_open = max_open
         self._crash = crash_points or CrashPoints(None)
         self._builder = RecordBuilder(warc_version=WARC_VERSION)
-        self._serializer = WARCWriter(None, gzip=False, warc_version=WARC_VERSION)
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()
         self._known: OrderedDict[str, WarcLocation] = OrderedDict()
         self._serial = 0
@@ -225,10 +236,18 @@ class WarcWriter:
     # ----- writing ---------------------------------------------------------------------------
 
     def write_response(self, page: FetchedPage, body: bytes) -> WrittenFetch:
+        return self.append(self.prepare_response(page, body))
+
+    def write_revisit(self, page: FetchedPage, refers_to: RevisitTarget) -> WrittenFetch:
+        return self.append(self.prepare_revisit(page, refers_to))
+
+    def prepare_response(self, page: FetchedPage, body: bytes) -> PreparedFetch:
+        """The fetch's records built and compressed, not yet written. Touches no writer state, so
+        it may run on another thread while the blob is compressed (see `StorageHandler`)."""
         response_id = record_id("response", page)
         known = self._known.get(response_id)
         if known is not None:
-            return WrittenFetch(known, 0)
+            return PreparedFetch(page.crawl_id, response_id, b"", b"", known)
         http_headers = response_headers(page, len(body))
         http_headers.compute_headers_buffer()
         block = hashlib.sha256(http_headers.headers_buff)
@@ -246,13 +265,13 @@ class WarcWriter:
             http_headers=http_headers,
             warc_headers_dict=fields,
         )
-        return self._write_fetch(page, response_id, self._serialize(record))
+        return self._prepared(page, response_id, record)
 
-    def write_revisit(self, page: FetchedPage, refers_to: RevisitTarget) -> WrittenFetch:
+    def prepare_revisit(self, page: FetchedPage, refers_to: RevisitTarget) -> PreparedFetch:
         revisit_id = record_id("revisit", page)
         known = self._known.get(revisit_id)
         if known is not None:
-            return WrittenFetch(known, 0)
+            return PreparedFetch(page.crawl_id, revisit_id, b"", b"", known)
         fields = self._fields(page, revisit_id)
         fields["WARC-Refers-To"] = refers_to.record_id
         record = self._builder.create_revisit_record(
@@ -263,7 +282,7 @@ class WarcWriter:
             http_headers=response_headers(page, 0),
             warc_headers_dict=fields,
         )
-        return self._write_fetch(page, revisit_id, self._serialize(record))
+        return self._prepared(page, revisit_id, record)
 
     def _fields(self, page: FetchedPage, own_id: str) -> dict[str, str]:
         return {"WARC-Record-ID": own_id, "WARC-Date": warc_date(page.fetched_at)}
@@ -271,11 +290,10 @@ class WarcWriter:
     def _serialize(self, record: object) -> bytes:
         """warcio's serialization, uncompressed, made into one gzip member by ISA-L."""
         out = io.BytesIO()
-        self._serializer.out = out
-        self._serializer.write_record(record)
+        WARCWriter(out, gzip=False, warc_version=WARC_VERSION).write_record(record)
         return isal_zlib.compress(out.getbuffer(), self._level, wbits=31)
 
-    def _write_fetch(self, page: FetchedPage, main_id: str, main: bytes) -> WrittenFetch:
+    def _prepared(self, page: FetchedPage, main_id: str, main: object) -> PreparedFetch:
         request_id = record_id("request", page)
         request = self._builder.create_warc_record(
             page.final_url,
@@ -286,12 +304,21 @@ class WarcWriter:
                 "WARC-Concurrent-To": main_id,
             },
         )
-        data = main + self._serialize(request)
-        current = self._file_for(page.crawl_id, len(data))
-        location = WarcLocation(current.relative, current.size, len(main), main_id)
+        return PreparedFetch(
+            page.crawl_id, main_id, self._serialize(main), self._serialize(request), None
+        )
+
+    def append(self, prepared: PreparedFetch) -> WrittenFetch:
+        """Write prepared records to the crawl's current file (nothing when already written)."""
+        if prepared.known is not None:
+            return WrittenFetch(prepared.known, 0)
+        data = prepared.main + prepared.request
+        current = self._file_for(prepared.crawl_id, len(data))
+        main_id = prepared.main_id
+        location = WarcLocation(current.relative, current.size, len(prepared.main), main_id)
         self._append(current, data)
-        self._remember(main_id, location)
-        self._journal.append(main_id, location.file, location.offset, location.length)
+        self._remember(prepared.main_id, location)
+        self._journal.append(prepared.main_id, location.file, location.offset, location.length)
         return WrittenFetch(location, len(data))
 
     def _append(self, current: _OpenFile, data: bytes, *, crash_point: bool = True) -> None:

@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import random
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,17 @@ URL = "https://example.org/wiki/Main_Page"
 BODY = b"<html><body>" + b"<p>streamcrawl keeps every page</p>" * 200 + b"</body></html>"
 
 
-@pytest.fixture
-def archive(tmp_path: Path) -> Iterator[Archive]:
-    built = Archive(tmp_path / "root", tmp_path / "state")
-    yield built
-    built.close()
+@pytest.fixture(params=["inline", "parallel"])
+def archive(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Archive]:
+    """The handler with WARC records prepared inline, and on a second thread."""
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        built = Archive(
+            tmp_path / "root",
+            tmp_path / "state",
+            executor=executor if request.param == "parallel" else None,
+        )
+        yield built
+        built.close()
 
 
 def counter(name: str) -> float:
