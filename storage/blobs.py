@@ -91,11 +91,10 @@ class BlobStore:
         return self._compressor.compress(body)
 
     def put_compressed(self, content_hash: str, compressed: bytes) -> BlobWrite:
-        """Store an already compressed body (from `compress`) unless its blob exists."""
+        """Store an already compressed body (from `compress`); the caller saw no blob there. Should
+        another instance write the same blob meanwhile, the rename replaces it with equal bytes."""
         relative = blob_path(content_hash)
         final = self.root / relative
-        if final.exists():
-            return BlobWrite(relative, written=False, stored_bytes=0)
         directory = final.parent
         if directory not in self._known_dirs:
             directory.mkdir(parents=True, exist_ok=True)

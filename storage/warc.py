@@ -25,6 +25,7 @@ that instance's file, which the index does not point to and `storage export` dro
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import http
 import io
@@ -120,14 +121,24 @@ def record_id(kind: str, page: FetchedPage) -> str:
     return f"<urn:uuid:{uuid.uuid5(RECORD_NAMESPACE, name)}>"
 
 
+@functools.lru_cache(maxsize=1024)
 def warc_date(epoch_ms: int) -> str:
     moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
 
 
+def b32_digest(sha256: bytes) -> str:
+    """A WARC digest value: `sha256:` and the digest in base32."""
+    return "sha256:" + base64.b32encode(sha256).decode()
+
+
 def sha256_digest(hex_digest: str) -> str:
-    """A WARC digest value (`sha256:` + base32) from a hex SHA-256."""
-    return "sha256:" + base64.b32encode(bytes.fromhex(hex_digest)).decode()
+    """A WARC digest value from a hex SHA-256."""
+    return b32_digest(bytes.fromhex(hex_digest))
+
+
+EMPTY_PAYLOAD_DIGEST = b32_digest(hashlib.sha256(b"").digest())
+"""A GET request carries no body."""
 
 
 def _clean(value: str) -> str:
@@ -254,7 +265,7 @@ class WarcWriter:
         block.update(body)
         fields = self._fields(page, response_id)
         fields["WARC-Payload-Digest"] = sha256_digest(page.sha256)
-        fields["WARC-Block-Digest"] = "sha256:" + base64.b32encode(block.digest()).decode()
+        fields["WARC-Block-Digest"] = b32_digest(block.digest())
         if page.truncated:
             fields["WARC-Truncated"] = "length"
         record = self._builder.create_warc_record(
@@ -295,13 +306,17 @@ class WarcWriter:
 
     def _prepared(self, page: FetchedPage, main_id: str, main: object) -> PreparedFetch:
         request_id = record_id("request", page)
+        message = request_bytes(page.final_url)
         request = self._builder.create_warc_record(
             page.final_url,
             "request",
-            payload=io.BytesIO(request_bytes(page.final_url)),
+            payload=io.BytesIO(message),
+            length=len(message),
             warc_headers_dict={
                 **self._fields(page, request_id),
                 "WARC-Concurrent-To": main_id,
+                "WARC-Payload-Digest": EMPTY_PAYLOAD_DIGEST,
+                "WARC-Block-Digest": b32_digest(hashlib.sha256(message).digest()),
             },
         )
         return PreparedFetch(
