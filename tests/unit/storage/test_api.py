@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from schemas.base import now_millis
@@ -18,6 +19,7 @@ from storage.routing import LocalIndex, PageRouter
 from streamcrawl.state import PartitionStore
 from tests.unit.storage.archive import Archive, make_page
 
+Client = TestClient[web.Request, web.Application]
 URL = "https://example.org/a"
 OLD = b"<html>first version</html>"
 NEW = b"<html>second version</html>"
@@ -64,7 +66,7 @@ def archive(tmp_path: Path) -> Iterator[Archive]:
 
 
 @pytest.fixture
-async def client(archive: Archive) -> AsyncIterator[TestClient[object, object]]:
+async def client(archive: Archive) -> AsyncIterator[Client]:
     local = LocalIndex(partitions=1)
     local.attach(OneStore(archive.store))
     app = build_app(PageRouter(local, None, "crawl.pages", "storage-1"), archive.blobs)
@@ -72,7 +74,7 @@ async def client(archive: Archive) -> AsyncIterator[TestClient[object, object]]:
         yield test_client
 
 
-async def test_latest_metadata_history_and_bodies(client: TestClient[object, object]) -> None:
+async def test_latest_metadata_history_and_bodies(client: Client) -> None:
     response = await client.get("/v1/page", params={"url": URL})
     assert response.status == 200
     latest = await response.json()
@@ -92,7 +94,7 @@ async def test_latest_metadata_history_and_bodies(client: TestClient[object, obj
     assert await response.read() == OLD
 
 
-async def test_errors_are_json_with_their_status(client: TestClient[object, object]) -> None:
+async def test_errors_are_json_with_their_status(client: Client) -> None:
     cases = [
         ("/v1/page", {}, 400),
         ("/v1/page", {"url": "https://example.org/unknown"}, 404),
@@ -106,15 +108,13 @@ async def test_errors_are_json_with_their_status(client: TestClient[object, obje
         assert "error" in await response.json()
 
 
-async def test_a_missing_blob_is_a_server_error(
-    client: TestClient[object, object], archive: Archive
-) -> None:
+async def test_a_missing_blob_is_a_server_error(client: Client, archive: Archive) -> None:
     (archive.root / archive.history(URL).latest.blob).unlink()  # type: ignore[union-attr]
     response = await client.get("/v1/page/body", params={"url": URL})
     assert response.status == 500 and "missing" in (await response.json())["error"]
 
 
-async def test_warc_listing(client: TestClient[object, object]) -> None:
+async def test_warc_listing(client: Client) -> None:
     response = await client.get("/v1/storage/warcs", params={"crawl_id": "crawl-1"})
     listing = await response.json()
     assert len(listing["files"]) == 1
