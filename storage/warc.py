@@ -61,9 +61,9 @@ from streamcrawl.crashpoints import CrashPoints
 FILE_PREFIX = "streamcrawl"
 WARC_VERSION = "WARC/1.1"
 RECORD_NAMESPACE = uuid.UUID("6f1b8f5e-3c2a-4f4e-9a57-2a0c0e7d7b11")
-REMEMBERED_RECORDS = 200_000
-"""Record ids kept for redelivery detection: far more than can be uncommitted at once (the loop
-commits every cycle, a cycle is at most one batch)."""
+REMEMBERED_RECORDS = 50_000
+"""Record ids kept for redelivery detection: far more than can be uncommitted at once (at most
+`loop.max_uncommitted_per_partition`, 500 by default, per partition held)."""
 CRASH_MID_WARC = "storage_mid_warc"
 """Crash point: half of a fetch's records are in the file, the rest never will be."""
 _ENCODING_HEADERS = {"content-encoding", "transfer-encoding"}
