@@ -76,37 +76,38 @@ class BlobStore:
         self._decompressor = zstandard.ZstdDecompressor()
         self._fsync = fsync
         self._crash = crash_points or CrashPoints(None)
-        self._known_dirs: set[Path] = set()
+        self._root = str(root)
+        self._known_dirs: set[str] = set()
 
     def exists(self, content_hash: str) -> bool:
-        return (self.root / blob_path(content_hash)).exists()
+        return os.path.exists(f"{self._root}/{blob_path(content_hash)}")
 
     def put(self, content_hash: str, body: bytes) -> BlobWrite:
         """Store `body` under its hash unless already there. The caller has checked the hash."""
-        if self.exists(content_hash):
-            return BlobWrite(blob_path(content_hash), written=False, stored_bytes=0)
-        return self.put_compressed(content_hash, self.compress(body))
-
-    def compress(self, body: bytes) -> bytes:
-        return self._compressor.compress(body)
-
-    def put_compressed(self, content_hash: str, compressed: bytes) -> BlobWrite:
-        """Store an already compressed body (from `compress`); the caller saw no blob there. Should
-        another instance write the same blob meanwhile, the rename replaces it with equal bytes."""
         relative = blob_path(content_hash)
-        final = self.root / relative
-        directory = final.parent
+        final = f"{self._root}/{relative}"
+        if os.path.exists(final):
+            return BlobWrite(relative, written=False, stored_bytes=0)
+        return self._write(relative, final, self._compressor.compress(body))
+
+    def _write(self, relative: str, final: str, compressed: bytes) -> BlobWrite:
+        directory = os.path.dirname(final)
         if directory not in self._known_dirs:
-            directory.mkdir(parents=True, exist_ok=True)
+            os.makedirs(directory, exist_ok=True)
             self._known_dirs.add(directory)
-        temporary = directory / f"{content_hash}{TEMP_MARK}{self._writer_id}-{uuid.uuid4().hex}"
-        with temporary.open("wb") as out:
-            out.write(compressed)
+        stem = final.removesuffix(BLOB_SUFFIX)
+        temporary = f"{stem}{TEMP_MARK}{self._writer_id}-{uuid.uuid4().hex}"
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            written = os.write(descriptor, compressed)
+            while written < len(compressed):
+                written += os.write(descriptor, memoryview(compressed)[written:])
             if self._fsync:
-                out.flush()
-                os.fsync(out.fileno())
+                os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
         self._crash.reached(CRASH_BEFORE_BLOB_RENAME)
-        os.replace(temporary, final)
+        os.rename(temporary, final)
         return BlobWrite(relative, written=True, stored_bytes=len(compressed))
 
     def read(self, content_hash: str, *, verify: bool = True) -> bytes:

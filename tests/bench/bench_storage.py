@@ -9,9 +9,9 @@ run and one process, rounds alternate between:
 - handler: each body as its ``pages`` envelope through ``decode_page`` and ``StorageHandler.handle``
   with a real ``BlobStore``, ``WarcWriter`` and RocksDB partition, the index batch written every 100
   pages as the service loop does: SHA-256 check, blob (zstd, temporary file, rename), response and
-  request WARC records (warcio, ISA-L gzip), journal line, history entry; once with the WARC
-  records prepared inline ("1 thread") and once on a second thread as the service does
-  ("2 threads", `storage.parallel_compression`).
+  request WARC records (warcio, ISA-L gzip), journal line, history entry; once all on one thread
+  ("1 thread") and once with the blob compressed and written on a second thread as the service
+  does ("2 threads", `storage.parallel_compression`).
 
 The storage root is warm: the shard directories of the round's blobs exist before the clock
 starts, as all 65,536 do after the first few hundred thousand pages (making them is a one-off
@@ -20,7 +20,10 @@ bytes (uncompressed) per second, best of the rounds (a noisy neighbour costs a r
 result), by wall time and by CPU time (all threads of this process). The target is handler /
 baseline >= 0.6 by wall time with the service's setting ("2 threads"); the CPU columns show what it
 costs per core, beside the "floor": the work no storage of this design avoids (the baseline, plus
-a gzip member of each body and two SHA-256 passes), which bounds the single-core ratio. The last
+a gzip member of each body and two SHA-256 passes), which bounds the single-core ratio. On a
+machine whose cores are busy with other work the two threads cannot run at once, so a last line
+gives what they do on two free cores, from the CPU time of the busier thread (the critical path;
+the baseline is single-threaded, its CPU time is its own). The last
 column is the rate of an unchanged recrawl (revisit records only). Not a test: nothing asserts.
 
     python -m tests.bench.bench_storage [--rounds 5] [--pages 200]
@@ -36,8 +39,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import zstandard
 from isal import isal_zlib
@@ -55,6 +59,7 @@ from streamcrawl.settings import StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Transaction
 
 TARGET_RATIO = 0.6
+T = TypeVar("T")
 ZSTD_LEVEL = 3
 COMMIT_EVERY = 100
 WORDS = [
@@ -176,6 +181,24 @@ def floor_round(bodies: list[bytes], directory: Path) -> tuple[float, float]:
     return timed(work)
 
 
+class ThreadTimedExecutor(ThreadPoolExecutor):
+    """One worker thread; the CPU time it spends on submitted work is summed in `busy`."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.busy = 0.0
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        def timed_work() -> T:
+            started = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.busy += time.thread_time() - started
+
+        return super().submit(timed_work)
+
+
 class HandlerRun:
     """A storage handler over a warm root and a fresh partition, driven like the service loop."""
 
@@ -220,23 +243,33 @@ Rates = dict[str, float]
 
 
 def handler_round(
-    bodies: list[bytes], scratch: Path, name: str, executor: Executor | None, best: Rates
+    bodies: list[bytes],
+    scratch: Path,
+    name: str,
+    executor: ThreadTimedExecutor | None,
+    best: Rates,
 ) -> None:
     total_mb = sum(len(b) for b in bodies) / 1e6
     run = HandlerRun(scratch / "root", scratch / f"state-{name}", executor)
     first = envelopes(bodies, name, 1_700_000_000_000)
     again = envelopes(bodies, name, 1_700_000_900_000)
+    worker_before = executor.busy if executor is not None else 0.0
+    main_before = time.thread_time()
     cpu, wall = timed(lambda: run.feed(first))
+    main = time.thread_time() - main_before
     label = "parallel" if executor is not None else "inline"
     best[f"{label}_cpu"] = max(best.get(f"{label}_cpu", 0.0), total_mb / cpu)
     best[f"{label}_wall"] = max(best.get(f"{label}_wall", 0.0), total_mb / wall)
+    if executor is not None:
+        critical = max(main, executor.busy - worker_before)
+        best["critical"] = max(best.get("critical", 0.0), total_mb / critical)
     _, wall = timed(lambda: run.feed(again))
     best["revisit_wall"] = max(best.get("revisit_wall", 0.0), total_mb / wall)
     run.close()
     shutil.rmtree(scratch / f"state-{name}")
 
 
-def measure(size: int, options: argparse.Namespace, executor: Executor) -> Rates:
+def measure(size: int, options: argparse.Namespace, executor: ThreadTimedExecutor) -> Rates:
     best: Rates = {}
     scratch = Path(tempfile.mkdtemp(prefix="bench-storage-", dir=options.dir))
     try:
@@ -270,7 +303,7 @@ def main() -> None:
     arguments.add_argument("--pages", type=int, default=200, help="bodies per round and path")
     arguments.add_argument("--dir", default=None, help="scratch directory (default: system tmp)")
     options = arguments.parse_args()
-    with ThreadPoolExecutor(max_workers=1) as executor:
+    with ThreadTimedExecutor() as executor:
         for label, size in (("20 KB", 20_000), ("100 KB", 100_000)):
             best = measure(size, options, executor)
             ratio = best["parallel_wall"] / best["base_wall"]
@@ -287,6 +320,10 @@ def main() -> None:
                 f" ({best['inline_cpu'] / base_cpu:.2f}) 1 thread, {best['parallel_cpu']:.1f}"
                 f" ({best['parallel_cpu'] / base_cpu:.2f}) 2 threads;"
                 f" unchanged recrawl {best['revisit_wall']:.1f} wall"
+            )
+            print(
+                f"{'':>6}  2 threads on two free cores (the busier thread's CPU time):"
+                f" {best['critical']:.1f} MB/s, {best['critical'] / base_cpu:.2f} of the baseline"
             )
 
 
