@@ -188,6 +188,7 @@ class WarcWriter:
         self._max_open = max_open
         self._crash = crash_points or CrashPoints(None)
         self._builder = RecordBuilder(warc_version=WARC_VERSION)
+        self._serializer = WARCWriter(None, gzip=False, warc_version=WARC_VERSION)
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()
         self._known: OrderedDict[str, WarcLocation] = OrderedDict()
         self._serial = 0
@@ -253,8 +254,8 @@ class WarcWriter:
         return self.append(self.prepare_revisit(page, refers_to))
 
     def prepare_response(self, page: FetchedPage, body: bytes) -> PreparedFetch:
-        """The fetch's records built and compressed, not yet written. Touches no writer state, so
-        it may run on another thread while the blob is compressed (see `StorageHandler`)."""
+        """The fetch's records built and compressed, not yet written. Like every method here, for
+        one thread at a time."""
         response_id = record_id("response", page)
         known = self._known.get(response_id)
         if known is not None:
@@ -301,7 +302,8 @@ class WarcWriter:
     def _serialize(self, record: object) -> bytes:
         """warcio's serialization, uncompressed, made into one gzip member by ISA-L."""
         out = io.BytesIO()
-        WARCWriter(out, gzip=False, warc_version=WARC_VERSION).write_record(record)
+        self._serializer.out = out
+        self._serializer.write_record(record)
         return isal_zlib.compress(out.getbuffer(), self._level, wbits=31)
 
     def _prepared(self, page: FetchedPage, main_id: str, main: object) -> PreparedFetch:
