@@ -114,6 +114,8 @@ class _OpenFile:
     relative: str
     handle: BinaryIO
     size: int
+    records_from: int = 0
+    """Where the first fetch's records begin (after the warcinfo record)."""
 
 
 def record_id(kind: str, page: FetchedPage) -> str:
@@ -350,13 +352,31 @@ class WarcWriter:
             if self._fsync:
                 os.fsync(current.handle.fileno())
         except OSError as error:
+            self._abandon(current)
             raise WarcError(f"cannot append to {current.relative}: {error}") from error
         current.size += len(data)
+
+    def _abandon(self, current: _OpenFile) -> None:
+        """After a failed write: cut what part of it landed, and begin a new file next time."""
+        try:
+            current.handle.truncate(current.size)
+            current.handle.close()
+        except OSError:
+            pass  # its `.open` marker stays: the next start cuts the torn tail
+        else:
+            current.path.with_name(current.path.name + OPEN_SUFFIX).unlink(missing_ok=True)
+        for directory, held in list(self._open.items()):
+            if held is current:
+                del self._open[directory]
 
     def _file_for(self, crawl_id: str, incoming: int) -> _OpenFile:
         directory = crawl_directory(crawl_id)
         current = self._open.get(directory)
-        if current is not None and current.size + incoming > self._max_bytes:
+        if (
+            current is not None
+            and current.size > current.records_from
+            and current.size + incoming > self._max_bytes
+        ):
             self._close(directory)
             current = None
         if current is None:
@@ -380,6 +400,7 @@ class WarcWriter:
         )
         current = _OpenFile(path, path.relative_to(self.root).as_posix(), handle, handle.tell())
         self._append(current, self._serialize(info), crash_point=False)
+        current.records_from = current.size
         return current
 
     def _close(self, directory: str) -> None:

@@ -76,7 +76,11 @@ class Archive:
         ctx = Context(partition=0, transaction=message, source=f"pages:0:{self.offset}")
         record = Record("pages", 0, self.offset, page.url, (page, body), [], page.fetched_at)
         self.offset += 1
-        self.handler.handle(record, ctx)
+        try:
+            self.handler.handle(record, ctx)
+        except Exception as error:  # the loop dead-letters what a handler raises
+            self.dead_letters.append(f"handler error: {error}")
+            return
         if ctx.dead_letter_reason is not None:
             self.dead_letters.append(ctx.dead_letter_reason)
             return
