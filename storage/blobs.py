@@ -79,9 +79,6 @@ class BlobStore:
         self._root = str(root)
         self._known_dirs: set[str] = set()
 
-    def exists(self, content_hash: str) -> bool:
-        return os.path.exists(f"{self._root}/{blob_path(content_hash)}")
-
     def put(self, content_hash: str, body: bytes) -> BlobWrite:
         """Store `body` under its hash unless already there. The caller has checked the hash."""
         relative = blob_path(content_hash)
@@ -104,6 +101,9 @@ class BlobStore:
                 written += os.write(descriptor, memoryview(compressed)[written:])
             if self._fsync:
                 os.fsync(descriptor)
+        except OSError:
+            os.unlink(temporary)  # a full disk: no temporary is left behind; the error goes on
+            raise
         finally:
             os.close(descriptor)
         self._crash.reached(CRASH_BEFORE_BLOB_RENAME)
