@@ -76,30 +76,38 @@ class BlobStore:
         self._decompressor = zstandard.ZstdDecompressor()
         self._fsync = fsync
         self._crash = crash_points or CrashPoints(None)
-        self._known_dirs: set[Path] = set()
-
-    def exists(self, content_hash: str) -> bool:
-        return (self.root / blob_path(content_hash)).exists()
+        self._root = str(root)
+        self._known_dirs: set[str] = set()
 
     def put(self, content_hash: str, body: bytes) -> BlobWrite:
         """Store `body` under its hash unless already there. The caller has checked the hash."""
         relative = blob_path(content_hash)
-        final = self.root / relative
-        if final.exists():
+        final = f"{self._root}/{relative}"
+        if os.path.exists(final):
             return BlobWrite(relative, written=False, stored_bytes=0)
-        directory = final.parent
+        return self._write(relative, final, self._compressor.compress(body))
+
+    def _write(self, relative: str, final: str, compressed: bytes) -> BlobWrite:
+        directory = os.path.dirname(final)
         if directory not in self._known_dirs:
-            directory.mkdir(parents=True, exist_ok=True)
+            os.makedirs(directory, exist_ok=True)
             self._known_dirs.add(directory)
-        compressed = self._compressor.compress(body)
-        temporary = directory / f"{content_hash}{TEMP_MARK}{self._writer_id}-{uuid.uuid4().hex}"
-        with temporary.open("wb") as out:
-            out.write(compressed)
+        stem = final.removesuffix(BLOB_SUFFIX)
+        temporary = f"{stem}{TEMP_MARK}{self._writer_id}-{uuid.uuid4().hex}"
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            written = os.write(descriptor, compressed)
+            while written < len(compressed):
+                written += os.write(descriptor, memoryview(compressed)[written:])
             if self._fsync:
-                out.flush()
-                os.fsync(out.fileno())
+                os.fsync(descriptor)
+        except OSError:
+            os.unlink(temporary)  # a full disk: no temporary is left behind; the error goes on
+            raise
+        finally:
+            os.close(descriptor)
         self._crash.reached(CRASH_BEFORE_BLOB_RENAME)
-        os.replace(temporary, final)
+        os.rename(temporary, final)
         return BlobWrite(relative, written=True, stored_bytes=len(compressed))
 
     def read(self, content_hash: str, *, verify: bool = True) -> bytes:

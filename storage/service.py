@@ -18,6 +18,7 @@ import contextlib
 import logging
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 from confluent_kafka import KafkaException
@@ -141,12 +142,16 @@ def main() -> int:
     except KafkaException as error:
         sys.stderr.write(f"streamcrawl: storage cannot start: {error}\n")
         return 2
-    handler = StorageHandler(blobs, warc, options.history_limit)
-    spec = service_spec(
-        settings, "storage", (Input(pages_topic, decode_page),), tables=handler.tables()
-    )
     with contextlib.ExitStack() as stack:
         stack.callback(warc.close)
+        executor = None
+        if options.parallel_compression:
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage-warc")
+            stack.callback(executor.shutdown)
+        handler = StorageHandler(blobs, warc, options.history_limit, executor)
+        spec = service_spec(
+            settings, "storage", (Input(pages_topic, decode_page),), tables=handler.tables()
+        )
         api_address = None
         if options.api_enabled:
             member_table: TopicTable[members.Member] = TopicTable(

@@ -14,17 +14,18 @@ Transfer-Encoding are kept as X-Archive-Orig-* and Content-Length is the stored 
 record's HTTP message is self-consistent (what wget and Heritrix's tooling do with decoded bodies).
 
 Idempotence: record ids are derived from the fetch (URL, fetch time, lease id), so a redelivered
-page yields the same ids. The writer remembers the location of every record it wrote recently and,
-after a crash, of every record in the files it had open (found by walking them on restart, when a
-torn last member is cut off); a record it already holds is not written again and its existing
-location is returned. A page redelivered to a different instance (after a rebalance) does append a
-second, identical record to that instance's file, which the index does not point to and
-`storage export` drops by record id.
+page yields the same ids. The writer remembers the location of every record it wrote recently; after
+a crash it learns them again from its journal (`storage.journal`, which also covers files rotated
+since the last commit) and from a walk of the files it had open (where a torn last member is cut
+off). A record it already holds is not written again: its existing location is returned. A page
+redelivered to a different instance (after a rebalance) does append a second, identical record to
+that instance's file, which the index does not point to and `storage export` drops by record id.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import http
 import io
@@ -45,6 +46,7 @@ from warcio.warcwriter import WARCWriter
 
 from schemas.pages import FetchedPage
 from storage.exceptions import WarcError
+from storage.journal import RecordJournal
 from storage.warcfiles import (
     OPEN_SUFFIX,
     WARC_DIR,
@@ -59,8 +61,9 @@ from streamcrawl.crashpoints import CrashPoints
 FILE_PREFIX = "streamcrawl"
 WARC_VERSION = "WARC/1.1"
 RECORD_NAMESPACE = uuid.UUID("6f1b8f5e-3c2a-4f4e-9a57-2a0c0e7d7b11")
-REMEMBERED_RECORDS = 200_000
-"""Record ids kept for redelivery detection: far more than can be uncommitted at once."""
+REMEMBERED_RECORDS = 50_000
+"""Record ids kept for redelivery detection: far more than can be uncommitted at once (at most
+`loop.max_uncommitted_per_partition`, 500 by default, per partition held)."""
 CRASH_MID_WARC = "storage_mid_warc"
 """Crash point: half of a fetch's records are in the file, the rest never will be."""
 _ENCODING_HEADERS = {"content-encoding", "transfer-encoding"}
@@ -93,12 +96,26 @@ class WrittenFetch:
     """0 when the records were already in a file (a redelivery)."""
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedFetch:
+    """A fetch's records, each a compressed gzip member, ready to append."""
+
+    crawl_id: str
+    main_id: str
+    main: bytes
+    request: bytes
+    known: WarcLocation | None
+    """Set when these records are already in a file: nothing is appended."""
+
+
 @dataclass
 class _OpenFile:
     path: Path
     relative: str
     handle: BinaryIO
     size: int
+    records_from: int = 0
+    """Where the first fetch's records begin (after the warcinfo record)."""
 
 
 def record_id(kind: str, page: FetchedPage) -> str:
@@ -106,14 +123,24 @@ def record_id(kind: str, page: FetchedPage) -> str:
     return f"<urn:uuid:{uuid.uuid5(RECORD_NAMESPACE, name)}>"
 
 
+@functools.lru_cache(maxsize=1024)
 def warc_date(epoch_ms: int) -> str:
     moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
 
 
+def b32_digest(sha256: bytes) -> str:
+    """A WARC digest value: `sha256:` and the digest in base32."""
+    return "sha256:" + base64.b32encode(sha256).decode()
+
+
 def sha256_digest(hex_digest: str) -> str:
-    """A WARC digest value (`sha256:` + base32) from a hex SHA-256."""
-    return "sha256:" + base64.b32encode(bytes.fromhex(hex_digest)).decode()
+    """A WARC digest value from a hex SHA-256."""
+    return b32_digest(bytes.fromhex(hex_digest))
+
+
+EMPTY_PAYLOAD_DIGEST = b32_digest(hashlib.sha256(b"").digest())
+"""A GET request carries no body."""
 
 
 def _clean(value: str) -> str:
@@ -167,12 +194,16 @@ class WarcWriter:
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()
         self._known: OrderedDict[str, WarcLocation] = OrderedDict()
         self._serial = 0
+        self._journal = RecordJournal(root, self._instance, REMEMBERED_RECORDS // 2, fsync)
 
     # ----- recovery --------------------------------------------------------------------------
 
     def recover(self) -> list[str]:
         """Close out the files this instance had open when it died: cut a torn last member, learn
-        the ids of the records they hold, remove their `.open` markers. Returns their paths."""
+        the ids of the records they hold, remove their `.open` markers. Returns their paths. The
+        journal first tells where the records of files closed before the crash are."""
+        for key, file, offset, length in self._journal.entries():
+            self._remember(key, WarcLocation(file, offset, length, key))
         recovered = []
         base = self.root / WARC_DIR
         suffix = f"-{self._instance}{WARC_SUFFIX}{OPEN_SUFFIX}"
@@ -202,6 +233,13 @@ class WarcWriter:
         if path.stat().st_size != good_end:
             with path.open("r+b") as handle:
                 handle.truncate(good_end)
+            cut = [
+                key
+                for key, known in self._known.items()
+                if known.file == relative and known.offset + known.length > good_end
+            ]
+            for key in cut:
+                del self._known[key]
 
     def _remember(self, key: str, location: WarcLocation) -> None:
         self._known[key] = location
@@ -212,17 +250,25 @@ class WarcWriter:
     # ----- writing ---------------------------------------------------------------------------
 
     def write_response(self, page: FetchedPage, body: bytes) -> WrittenFetch:
+        return self.append(self.prepare_response(page, body))
+
+    def write_revisit(self, page: FetchedPage, refers_to: RevisitTarget) -> WrittenFetch:
+        return self.append(self.prepare_revisit(page, refers_to))
+
+    def prepare_response(self, page: FetchedPage, body: bytes) -> PreparedFetch:
+        """The fetch's records built and compressed, not yet written. Like every method here, for
+        one thread at a time."""
         response_id = record_id("response", page)
         known = self._known.get(response_id)
         if known is not None:
-            return WrittenFetch(known, 0)
+            return PreparedFetch(page.crawl_id, response_id, b"", b"", known)
         http_headers = response_headers(page, len(body))
         http_headers.compute_headers_buffer()
         block = hashlib.sha256(http_headers.headers_buff)
         block.update(body)
         fields = self._fields(page, response_id)
         fields["WARC-Payload-Digest"] = sha256_digest(page.sha256)
-        fields["WARC-Block-Digest"] = "sha256:" + base64.b32encode(block.digest()).decode()
+        fields["WARC-Block-Digest"] = b32_digest(block.digest())
         if page.truncated:
             fields["WARC-Truncated"] = "length"
         record = self._builder.create_warc_record(
@@ -233,13 +279,13 @@ class WarcWriter:
             http_headers=http_headers,
             warc_headers_dict=fields,
         )
-        return self._write_fetch(page, response_id, self._serialize(record))
+        return self._prepared(page, response_id, record)
 
-    def write_revisit(self, page: FetchedPage, refers_to: RevisitTarget) -> WrittenFetch:
+    def prepare_revisit(self, page: FetchedPage, refers_to: RevisitTarget) -> PreparedFetch:
         revisit_id = record_id("revisit", page)
         known = self._known.get(revisit_id)
         if known is not None:
-            return WrittenFetch(known, 0)
+            return PreparedFetch(page.crawl_id, revisit_id, b"", b"", known)
         fields = self._fields(page, revisit_id)
         fields["WARC-Refers-To"] = refers_to.record_id
         record = self._builder.create_revisit_record(
@@ -250,7 +296,7 @@ class WarcWriter:
             http_headers=response_headers(page, 0),
             warc_headers_dict=fields,
         )
-        return self._write_fetch(page, revisit_id, self._serialize(record))
+        return self._prepared(page, revisit_id, record)
 
     def _fields(self, page: FetchedPage, own_id: str) -> dict[str, str]:
         return {"WARC-Record-ID": own_id, "WARC-Date": warc_date(page.fetched_at)}
@@ -262,22 +308,36 @@ class WarcWriter:
         self._serializer.write_record(record)
         return isal_zlib.compress(out.getbuffer(), self._level, wbits=31)
 
-    def _write_fetch(self, page: FetchedPage, main_id: str, main: bytes) -> WrittenFetch:
+    def _prepared(self, page: FetchedPage, main_id: str, main: object) -> PreparedFetch:
         request_id = record_id("request", page)
+        message = request_bytes(page.final_url)
         request = self._builder.create_warc_record(
             page.final_url,
             "request",
-            payload=io.BytesIO(request_bytes(page.final_url)),
+            payload=io.BytesIO(message),
+            length=len(message),
             warc_headers_dict={
                 **self._fields(page, request_id),
                 "WARC-Concurrent-To": main_id,
+                "WARC-Payload-Digest": EMPTY_PAYLOAD_DIGEST,
+                "WARC-Block-Digest": b32_digest(hashlib.sha256(message).digest()),
             },
         )
-        data = main + self._serialize(request)
-        current = self._file_for(page.crawl_id, len(data))
-        location = WarcLocation(current.relative, current.size, len(main), main_id)
+        return PreparedFetch(
+            page.crawl_id, main_id, self._serialize(main), self._serialize(request), None
+        )
+
+    def append(self, prepared: PreparedFetch) -> WrittenFetch:
+        """Write prepared records to the crawl's current file (nothing when already written)."""
+        if prepared.known is not None:
+            return WrittenFetch(prepared.known, 0)
+        data = prepared.main + prepared.request
+        current = self._file_for(prepared.crawl_id, len(data))
+        main_id = prepared.main_id
+        location = WarcLocation(current.relative, current.size, len(prepared.main), main_id)
         self._append(current, data)
-        self._remember(main_id, location)
+        self._remember(prepared.main_id, location)
+        self._journal.append(prepared.main_id, location.file, location.offset, location.length)
         return WrittenFetch(location, len(data))
 
     def _append(self, current: _OpenFile, data: bytes, *, crash_point: bool = True) -> None:
@@ -292,13 +352,31 @@ class WarcWriter:
             if self._fsync:
                 os.fsync(current.handle.fileno())
         except OSError as error:
+            self._abandon(current)
             raise WarcError(f"cannot append to {current.relative}: {error}") from error
         current.size += len(data)
+
+    def _abandon(self, current: _OpenFile) -> None:
+        """After a failed write: cut what part of it landed, and begin a new file next time."""
+        try:
+            current.handle.truncate(current.size)
+            current.handle.close()
+        except OSError:
+            pass  # its `.open` marker stays: the next start cuts the torn tail
+        else:
+            current.path.with_name(current.path.name + OPEN_SUFFIX).unlink(missing_ok=True)
+        for directory, held in list(self._open.items()):
+            if held is current:
+                del self._open[directory]
 
     def _file_for(self, crawl_id: str, incoming: int) -> _OpenFile:
         directory = crawl_directory(crawl_id)
         current = self._open.get(directory)
-        if current is not None and current.size + incoming > self._max_bytes:
+        if (
+            current is not None
+            and current.size > current.records_from
+            and current.size + incoming > self._max_bytes
+        ):
             self._close(directory)
             current = None
         if current is None:
@@ -322,6 +400,7 @@ class WarcWriter:
         )
         current = _OpenFile(path, path.relative_to(self.root).as_posix(), handle, handle.tell())
         self._append(current, self._serialize(info), crash_point=False)
+        current.records_from = current.size
         return current
 
     def _close(self, directory: str) -> None:
@@ -332,3 +411,4 @@ class WarcWriter:
     def close(self) -> None:
         for directory in list(self._open):
             self._close(directory)
+        self._journal.close()

@@ -41,6 +41,10 @@ class PageNotFoundError(StreamcrawlError):
     """The storage has no page for the URL."""
 
 
+class ApiUnreachableError(StreamcrawlError):
+    """A storage member's page API did not answer at all."""
+
+
 def add_commands(commands: Any) -> None:
     """Register `page` and `storage` on the CLI's subparsers."""
     page = commands.add_parser("page", help="a stored page's body and metadata, or its history")
@@ -56,8 +60,8 @@ def add_commands(commands: Any) -> None:
     storage.set_defaults(run=cmd_storage)
 
 
-def storage_api_address(settings: Settings) -> str:
-    """The page API of a live, ready storage member (the first by instance id)."""
+def storage_api_addresses(settings: Settings) -> list[str]:
+    """The page APIs of the live, ready storage members, by instance id."""
     table: TopicTable[members.Member] = TopicTable(
         table_consumer_config(settings),
         topic_name(settings, members.TOPIC),
@@ -79,14 +83,32 @@ def storage_api_address(settings: Settings) -> str:
         table.stop()
     if not live:
         raise StreamcrawlError("no live storage instance publishes its page API in members")
-    return str(live[0].api_address)
+    return [str(m.api_address) for m in live]
 
 
-def _get(address: str, path: str, **query: str) -> tuple[bytes, dict[str, str]]:
+class PageApi:
+    """Asks the first storage member that answers; one that died moments ago may still look live."""
+
+    def __init__(self, addresses: list[str]) -> None:
+        self._addresses = addresses
+
+    def get(self, path: str, **query: str) -> bytes:
+        failure: StreamcrawlError | None = None
+        for address in list(self._addresses):
+            try:
+                return _get(address, path, **query)
+            except ApiUnreachableError as error:
+                failure = error
+                self._addresses.remove(address)
+        raise failure or StreamcrawlError("no storage member to ask")
+
+
+def _get(address: str, path: str, **query: str) -> bytes:
     url = f"http://{address}{path}?{urllib.parse.urlencode(query)}"
     try:
         with urllib.request.urlopen(url, timeout=REQUEST_TIMEOUT_S) as response:
-            return response.read(), dict(response.headers)
+            body: bytes = response.read()
+            return body
     except urllib.error.HTTPError as error:
         try:
             message = json.loads(error.read()).get("error", error.reason)
@@ -96,7 +118,8 @@ def _get(address: str, path: str, **query: str) -> tuple[bytes, dict[str, str]]:
             raise PageNotFoundError(message) from error
         raise StreamcrawlError(f"page API answered {error.code}: {message}") from error
     except urllib.error.URLError as error:
-        raise StreamcrawlError(f"page API at {address} did not answer: {error.reason}") from error
+        reason = f"page API at {address} did not answer: {error.reason}"
+        raise ApiUnreachableError(reason) from error
 
 
 def _iso(epoch_ms: int) -> str:
@@ -104,15 +127,13 @@ def _iso(epoch_ms: int) -> str:
 
 
 def cmd_page(args: argparse.Namespace, settings: Settings) -> int:
-    address = storage_api_address(settings)
+    api = PageApi(storage_api_addresses(settings))
     try:
         if args.history:
-            raw, _ = _get(address, "/v1/page/history", url=args.url)
-            _show_history(json.loads(raw), as_json=args.json)
+            _show_history(json.loads(api.get("/v1/page/history", url=args.url)), as_json=args.json)
             return 0
-        raw, _ = _get(address, "/v1/page", url=args.url)
-        metadata = json.loads(raw)
-        body, _ = _get(address, "/v1/page/body", url=args.url)
+        metadata = json.loads(api.get("/v1/page", url=args.url))
+        body = api.get("/v1/page/body", url=args.url)
     except PageNotFoundError as error:
         sys.stderr.write(f"streamcrawl: {error}\n")
         return 1

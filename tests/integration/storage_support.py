@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+from warcio.archiveiterator import ArchiveIterator
 
 from schemas import members
 from schemas.pages import FetchedPage
 from schemas.registry import ALL_TOPICS
 from schemas.serde import decode, encode_page
+from storage.warcfiles import warc_files
 from streamcrawl.kafka import table_consumer_config
 from streamcrawl.membership import is_live
 from streamcrawl.table import TopicTable
@@ -99,18 +101,29 @@ class StorageDeployment:
                 lambda raw: decode(members.Member, raw),
             )
             self._members.start()
+            if not self._members.wait_ready(30):
+                raise TimeoutError(f"members not readable: {self._members.error}")
         return [m for m in self._members.snapshot().values() if m.role == "storage" and is_live(m)]
 
-    def api_addresses(self, count: int, timeout_s: float = 90) -> list[str]:
-        """API addresses of `count` ready storage members that together hold every partition."""
+    def api_addresses(
+        self, count: int, timeout_s: float = 90, excluding: frozenset[str] = frozenset()
+    ) -> list[str]:
+        """API addresses of `count` ready storage members that together hold every partition
+        (`excluding` the addresses of processes that died but may still look live)."""
+
+        def serving() -> list[members.Member]:
+            return [
+                m
+                for m in self.members()
+                if m.ready and m.api_address and m.api_address not in excluding
+            ]
 
         def ready() -> bool:
-            live = [m for m in self.members() if m.ready and m.api_address]
-            held = {p for m in live for p in m.partitions}
-            return len(live) >= count and len(held) == self.partitions
+            held = {p for m in serving() for p in m.partitions}
+            return len(serving()) >= count and len(held) == self.partitions
 
         wait_for(ready, timeout_s, f"{count} ready storage members holding every partition")
-        return sorted(str(m.api_address) for m in self.members() if m.ready and m.api_address)
+        return sorted(str(m.api_address) for m in serving())
 
     def stop(self) -> None:
         for process in self.processes:
@@ -139,3 +152,21 @@ def wait_stored(address: str, url: str, content_hash: str, timeout_s: float = 60
         return status == 200 and document["content_hash"] == content_hash
 
     wait_for(stored, timeout_s, f"{url} stored with {content_hash[:12]}")
+
+
+def warc_records(root: Path) -> list[tuple[str, str, str]]:
+    """(type, target URI, record id) of every record, every digest checked by warcio."""
+    found = []
+    for path in warc_files(root):
+        with path.open("rb") as handle:
+            for record in ArchiveIterator(handle, check_digests="raise"):
+                record.content_stream().read()
+                headers = record.rec_headers
+                found.append(
+                    (
+                        record.rec_type,
+                        headers.get_header("WARC-Target-URI") or "",
+                        headers.get_header("WARC-Record-ID"),
+                    )
+                )
+    return found

@@ -4,6 +4,7 @@ out, read back through the page API, from one instance and from either of two.""
 from __future__ import annotations
 
 import hashlib
+import json
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from storage.warcfiles import iter_members, record_head, warc_files
+from streamcrawl import cli
 from tests.integration.storage_support import (
     StorageDeployment,
     fetched,
@@ -20,6 +22,7 @@ from tests.integration.storage_support import (
     get_json,
     page_body,
     wait_stored,
+    warc_records,
 )
 from tests.support import wait_for
 
@@ -31,24 +34,6 @@ def storage(kafka_bootstrap: str, tmp_path: Path) -> Iterator[StorageDeployment]
     deployment = StorageDeployment(kafka_bootstrap, tmp_path)
     yield deployment
     deployment.stop()
-
-
-def warc_records(root: Path) -> list[tuple[str, str, str]]:
-    """(type, target URI, record id) of every record, every digest checked by warcio."""
-    found = []
-    for path in warc_files(root):
-        with path.open("rb") as handle:
-            for record in ArchiveIterator(handle, check_digests="raise"):
-                record.content_stream().read()
-                headers = record.rec_headers
-                found.append(
-                    (
-                        record.rec_type,
-                        headers.get_header("WARC-Target-URI") or "",
-                        headers.get_header("WARC-Record-ID"),
-                    )
-                )
-    return found
 
 
 def warcinfo_bytes(root: Path) -> int:
@@ -72,7 +57,12 @@ def metric(address: str, name: str) -> float:
     return 0.0
 
 
-def test_pages_through_the_broker_are_stored_and_served(storage: StorageDeployment) -> None:
+def test_pages_through_the_broker_are_stored_and_served(
+    storage: StorageDeployment,
+    monkeypatch: pytest.MonkeyPatch,
+    capsysbinary: pytest.CaptureFixture[bytes],
+    tmp_path: Path,
+) -> None:
     storage.start()
     [address] = storage.api_addresses(1)
     urls = [f"http://site.test/p{i}" for i in range(12)]
@@ -133,6 +123,10 @@ def test_pages_through_the_broker_are_stored_and_served(storage: StorageDeployme
     )
     assert written == on_disk - warcinfo_bytes(storage.storage_root)
 
+    for name, value in storage.env("cli").items():
+        monkeypatch.setenv(name, value)
+    check_the_cli(urls, capsysbinary, tmp_path)
+
 
 def test_two_instances_each_serve_every_page(storage: StorageDeployment) -> None:
     storage.start("storage-a")
@@ -156,3 +150,28 @@ def test_two_instances_each_serve_every_page(storage: StorageDeployment) -> None
     assert len(owners) == 2, "both instances stored pages: each holds one partition"
     records = warc_records(storage.storage_root)
     assert Counter(kind for kind, _, _ in records)["response"] == 20
+
+
+def check_the_cli(
+    urls: list[str], capsysbinary: pytest.CaptureFixture[bytes], tmp_path: Path
+) -> None:
+    """`streamcrawl page` and `streamcrawl storage` against the running instance and its root."""
+    capsysbinary.readouterr()
+    assert cli.main(["page", urls[1]]) == 0
+    captured = capsysbinary.readouterr()
+    assert captured.out == page_body(1, 1)
+    assert b"content_hash: " + hashlib.sha256(page_body(1, 1)).hexdigest().encode() in captured.err
+    assert cli.main(["page", urls[1], "--history", "--json"]) == 0
+    history = json.loads(capsysbinary.readouterr().out)
+    assert len(history["history"]) == 2
+    assert cli.main(["page", urls[2], "--json"]) == 0
+    document = json.loads(capsysbinary.readouterr().out)
+    assert document["body"] == page_body(2).decode() and document["page"]["status"] == 200
+    assert cli.main(["page", "http://site.test/never"]) == 1
+
+    exported = tmp_path / "crawl.warc.gz"
+    assert cli.main(["storage", "export", "crawl-1", "-o", str(exported)]) == 0
+    with exported.open("rb") as handle:
+        kinds = Counter(r.rec_type for r in ArchiveIterator(handle, check_digests="raise"))
+    assert kinds == {"warcinfo": 1, "response": 13, "revisit": 1, "request": 14}
+    assert cli.main(["storage", "verify"]) == 0

@@ -4,6 +4,7 @@ service loop drives it (handle, then commit the index write), with no broker."""
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,7 @@ class Archive:
     history_limit: int = 64
     offset: int = 0
     dead_letters: list[str] = field(default_factory=list)
+    executor: Executor | None = None
 
     def __post_init__(self) -> None:
         self.store = PartitionStore(self.state_dir / "p0", (TABLE,), StoreOptions(StateSettings()))
@@ -65,7 +67,7 @@ class Archive:
         self.blobs = BlobStore(self.root, self.instance)
         self.warc = WarcWriter(self.root, self.instance, max_bytes=self.max_bytes)
         self.recovered = self.warc.recover()
-        self.handler = StorageHandler(self.blobs, self.warc, self.history_limit)
+        self.handler = StorageHandler(self.blobs, self.warc, self.history_limit, self.executor)
 
     def deliver(self, page: FetchedPage, body: bytes, *, commit: bool = True) -> None:
         """One record through the handler; `commit=False` is a crash before the index write."""
@@ -74,7 +76,11 @@ class Archive:
         ctx = Context(partition=0, transaction=message, source=f"pages:0:{self.offset}")
         record = Record("pages", 0, self.offset, page.url, (page, body), [], page.fetched_at)
         self.offset += 1
-        self.handler.handle(record, ctx)
+        try:
+            self.handler.handle(record, ctx)
+        except Exception as error:  # the loop dead-letters what a handler raises
+            self.dead_letters.append(f"handler error: {error}")
+            return
         if ctx.dead_letter_reason is not None:
             self.dead_letters.append(ctx.dead_letter_reason)
             return

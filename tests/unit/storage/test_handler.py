@@ -7,7 +7,9 @@ import gzip
 import hashlib
 import random
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 import zstandard
@@ -22,11 +24,17 @@ URL = "https://example.org/wiki/Main_Page"
 BODY = b"<html><body>" + b"<p>streamcrawl keeps every page</p>" * 200 + b"</body></html>"
 
 
-@pytest.fixture
-def archive(tmp_path: Path) -> Iterator[Archive]:
-    built = Archive(tmp_path / "root", tmp_path / "state")
-    yield built
-    built.close()
+@pytest.fixture(params=["inline", "parallel"])
+def archive(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Archive]:
+    """The handler with WARC records prepared inline, and on a second thread."""
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        built = Archive(
+            tmp_path / "root",
+            tmp_path / "state",
+            executor=executor if request.param == "parallel" else None,
+        )
+        yield built
+        built.close()
 
 
 def counter(name: str) -> float:
@@ -249,3 +257,52 @@ def test_pages_of_each_crawl_go_to_that_crawls_directory(archive: Archive) -> No
     assert sorted(p.parent.name for p in archive.warc_files()) == ["alpha", "beta"]
     archive.warc.close()
     assert not list((archive.root / "warc").glob("*/*.open"))
+
+
+def test_a_restarted_writer_knows_records_of_files_it_rotated_before_dying(
+    tmp_path: Path,
+) -> None:
+    archive = Archive(tmp_path / "root", tmp_path / "state", max_bytes=8192)
+    try:
+        pages = []
+        for i in range(8):
+            body = random.Random(i).randbytes(3000)
+            pages.append((make_page(f"https://example.org/r{i}", body, 1_000 + i), body))
+        for page, body in pages:
+            archive.deliver(page, body, commit=False)
+        assert len(archive.warc_files()) > 2  # rotated inside the uncommitted window
+        archive.open_writer()
+        for page, body in pages:
+            archive.deliver(page, body)
+        assert [k for k, _, _ in archive.records()].count("response") == len(pages)
+    finally:
+        archive.close()
+
+
+class FailingHandle:
+    """A file handle whose next write lands half its bytes and then fails (a full disk)."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self._handle = handle
+
+    def write(self, data: bytes) -> int:
+        self._handle.write(data[: len(data) // 2])
+        self._handle.flush()
+        raise OSError(28, "No space left on device")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._handle, name)
+
+
+def test_a_failed_warc_write_is_cut_and_the_next_fetch_goes_to_a_new_file(
+    archive: Archive,
+) -> None:
+    archive.deliver(make_page(URL, BODY, 1_000), BODY)
+    [current] = archive.warc._open.values()
+    current.handle = FailingHandle(current.handle)  # type: ignore[assignment]
+    archive.deliver(make_page(URL + "/full", BODY + b"1", 2_000), BODY + b"1")
+    assert archive.dead_letters and "No space left" in archive.dead_letters[0]
+    archive.deliver(make_page(URL + "/later", BODY + b"2", 3_000), BODY + b"2")
+    assert len(archive.warc_files()) == 2
+    responses = [h["WARC-Target-URI"] for k, h, _ in archive.records() if k == "response"]
+    assert responses == [URL, URL + "/later"]
