@@ -62,6 +62,8 @@ class ObservedCrawl:
     not_built: list[str]
     metrics_text: dict[str, str] = field(default_factory=dict)
     """Each instance's /metrics after the crawl, by instance id."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """When each step ended (time.time()), for the report of where the time went."""
 
     @property
     def running(self) -> list[str]:
@@ -168,6 +170,7 @@ def _malformed_records(settings: Settings, roles: list[str]) -> list[tuple[str, 
 
 def observe_crawl(bootstrap: str, root: Path, exits: ExitStack) -> ObservedCrawl:
     """Run everything above; `exits` stops the processes (the caller's fixture closes it)."""
+    began = time.time()
     deployment = Deployment(bootstrap, root, partitions=2)
     settings = deployment.settings("observer")
     create_topics(settings)
@@ -184,6 +187,7 @@ def observe_crawl(bootstrap: str, root: Path, exits: ExitStack) -> ObservedCrawl
     table.start()
     exits.callback(table.stop)
     _wait_for_stack(stack, table)
+    phases = {"stack ready": time.time()}
     by_role = _live_members(table)
 
     targets_file = root / "prometheus" / "targets.json"
@@ -200,7 +204,7 @@ def observe_crawl(bootstrap: str, root: Path, exits: ExitStack) -> ObservedCrawl
         health = [(t["labels"], t["health"], t["lastError"]) for t in prometheus.targets()]
         raise AssertionError(f"{error}: {health}") from error
 
-    started_at = time.time()
+    started_at = phases["targets up"] = time.time()
     request = CrawlRequest(seeds=[site.seed_url], max_depth=3, politeness_delay_ms=100)
     seed = (topic_name(settings, seeds.TOPIC), seeds.key(request.crawl_id), encode(request))
     _publish(settings, [*_malformed_records(settings, sorted(by_role)), seed])
@@ -208,8 +212,9 @@ def observe_crawl(bootstrap: str, root: Path, exits: ExitStack) -> ObservedCrawl
         view = watcher.follow(request.crawl_id, lambda line: None, timeout_s=CRAWL_TIMEOUT_S)
     if view.status != "done":
         raise AssertionError(f"crawl not done in {CRAWL_TIMEOUT_S}s: {view}")
-    done_at = time.time()
+    done_at = phases["crawl done"] = time.time()
     wait_for(lambda: _scraped_since(prometheus, done_at), 30, "scrapes after the crawl")
+    phases["scraped"] = time.time()
     texts = {
         member.instance: _get(f"http://{member.http_address}/metrics")
         for role_members in by_role.values()
@@ -223,6 +228,7 @@ def observe_crawl(bootstrap: str, root: Path, exits: ExitStack) -> ObservedCrawl
         members=by_role,
         not_built=stack.not_built(),
         metrics_text=texts,
+        phases={name: at - began for name, at in phases.items()},
     )
 
 

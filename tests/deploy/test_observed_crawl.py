@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -49,6 +50,8 @@ def observed(
 ) -> Iterator[ObservedCrawl]:
     with ExitStack() as exits:
         crawl = observe_crawl(kafka_bootstrap, tmp_path_factory.mktemp("observed"), exits)
+        timeline = ", ".join(f"{name} at {s:.0f}s" for name, s in crawl.phases.items())
+        sys.stderr.write(f"observed crawl: {timeline}\n")
         if crawl.not_built:
             warnings.warn(
                 f"not built on this branch, so not checked: {', '.join(crawl.not_built)}",
