@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 
 from schemas import fetch, pages
+from streamcrawl.service import service_spec
+from streamcrawl.settings import Settings
 from streamcrawl.stack import ROLES
 from tests.deploy.container import dockerfile_env
 from tests.deploy.settings_names import check
@@ -149,7 +151,8 @@ def test_fetchers_and_parsers_scale_on_their_groups_lag() -> None:
         (trigger,) = spec["triggers"]
         assert trigger["type"] == "kafka"
         metadata = trigger["metadata"]
-        assert metadata["consumerGroup"] == f"{prefix}{role}"  # streamcrawl.service.service_spec
+        settings = Settings(kafka={"topic_prefix": prefix})
+        assert metadata["consumerGroup"] == service_spec(settings, role, ()).group_id
         assert metadata["topic"] == f"{prefix}{topic}"
         assert metadata["bootstrapServers"] == config["STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS"]
         assert int(metadata["lagThreshold"]) > 0
