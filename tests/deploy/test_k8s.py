@@ -17,6 +17,7 @@ import yaml
 from schemas import fetch, pages
 from streamcrawl.service import service_spec
 from streamcrawl.settings import Settings
+from streamcrawl.spec import Input
 from streamcrawl.stack import ROLES
 from tests.deploy.container import dockerfile_env
 from tests.deploy.settings_names import check
@@ -152,7 +153,8 @@ def test_fetchers_and_parsers_scale_on_their_groups_lag() -> None:
         assert trigger["type"] == "kafka"
         metadata = trigger["metadata"]
         settings = Settings(kafka={"topic_prefix": prefix})
-        assert metadata["consumerGroup"] == service_spec(settings, role, ()).group_id
+        service = service_spec(settings, role, (Input(metadata["topic"], lambda raw: raw),))
+        assert metadata["consumerGroup"] == service.group_id
         assert metadata["topic"] == f"{prefix}{topic}"
         assert metadata["bootstrapServers"] == config["STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS"]
         assert int(metadata["lagThreshold"]) > 0
