@@ -46,7 +46,8 @@ from storage.index import (
     with_new_version,
     with_revisit,
 )
-from storage.warc import RevisitTarget, WarcWriter, warc_date
+from storage.records import warc_date
+from storage.warc import RevisitTarget, WarcWriter
 from streamcrawl.handler import BaseHandler, Context, Record
 
 
