@@ -4,8 +4,8 @@ step 6). No Kafka: the kernel calls `handle` with the page and its partition's i
 For a page arriving on `pages`:
 1. the URL's history is read from the index and the fetch classified (`storage.index.classify`):
    a redelivery changes nothing and writes nothing;
-2. its body must hash to the `sha256` the fetcher sent (else it is dead-lettered: a content-
-   addressed store must never file a body under another body's name);
+2. its body must hash to the `sha256` the fetcher sent (else it is dead-lettered and nothing is
+   written: a content-addressed store must never file a body under another body's name);
 3. an unchanged page gets a revisit record and only moves the latest version's timestamp; a new or
    changed one gets its blob (written only if no blob has that hash yet), its response and request
    records and a new version;
@@ -13,11 +13,11 @@ For a page arriving on `pages`:
    page's offset, then writes the index.
 
 The expensive part of a new body is compressing it twice (zstd for the blob, gzip for the WARC).
-With an executor, once the body's hash is checked the blob is compressed and written on its thread
-while this one builds, compresses and appends the WARC records (zstd and ISA-L release the GIL);
-the page is done when both are. On one free core that changes nothing; with two it nearly halves
-the time. The order of the two writes does not matter: the index points at neither until both are
-on disk and the offset is committed.
+With an executor, its thread checks the body's hash and then compresses and writes the blob, while
+this one builds and compresses the WARC records (zstd, ISA-L and hashlib release the GIL); the
+records are appended only once the hash is known good. On one free core that changes nothing;
+with two it nearly halves the time. The blob lands before the records, and the index points at
+neither until both are on disk and the offset is committed.
 
 The blob and the WARC records are on disk before the offset is committed. A crash in between
 redelivers the page to an index that does not have it: the blob is already there (content
@@ -33,7 +33,7 @@ from concurrent.futures import Executor
 
 from schemas.pages import FetchedPage
 from storage import metrics
-from storage.blobs import BlobStore, is_sha256_hex
+from storage.blobs import BlobStore, BlobWrite, is_sha256_hex
 from storage.index import (
     TABLE,
     Change,
@@ -46,7 +46,8 @@ from storage.index import (
     with_new_version,
     with_revisit,
 )
-from storage.warc import RevisitTarget, WarcWriter, warc_date
+from storage.records import warc_date
+from storage.warc import RevisitTarget, WarcWriter
 from streamcrawl.handler import BaseHandler, Context, Record
 
 
@@ -112,21 +113,29 @@ class StorageHandler(BaseHandler):
         )
         return with_revisit(history, page, reference)
 
-    def _store(
-        self, history: PageHistory | None, page: FetchedPage, body: bytes
-    ) -> tuple[str | None, PageHistory | None]:
+    def _checked_put(self, page: FetchedPage, body: bytes) -> tuple[str | None, BlobWrite | None]:
         problem = body_problem(page, body)
         if problem is not None:
             return problem, None
+        return None, self._blobs.put(page.sha256, body)
+
+    def _store(
+        self, history: PageHistory | None, page: FetchedPage, body: bytes
+    ) -> tuple[str | None, PageHistory | None]:
         if self._executor is None:
-            blob = self._blobs.put(page.sha256, body)
+            problem, blob = self._checked_put(page, body)
+            if blob is None:
+                return problem, None
             written = self._warc.write_response(page, body)
         else:
-            blob_write = self._executor.submit(self._blobs.put, page.sha256, body)
+            checked_put = self._executor.submit(self._checked_put, page, body)
             try:
-                written = self._warc.write_response(page, body)
+                prepared = self._warc.prepare_response(page, body)
             finally:
-                blob = blob_write.result()  # waited for even when the WARC write failed
+                problem, blob = checked_put.result()  # waited for even when preparing failed
+            if blob is None:
+                return problem, None  # nothing was written
+            written = self._warc.append(prepared)
         metrics.PAGES_STORED.inc()
         metrics.BYTES_WRITTEN.inc(blob.stored_bytes + written.bytes_written)
         if blob.written:

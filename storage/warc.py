@@ -24,29 +24,32 @@ that instance's file, which the index does not point to and `storage export` dro
 
 from __future__ import annotations
 
-import base64
-import functools
 import hashlib
-import http
 import io
 import os
 import re
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import urlsplit
 
 from isal import isal_zlib
 from warcio.recordbuilder import RecordBuilder
-from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from schemas.pages import FetchedPage
 from storage.exceptions import WarcError
 from storage.journal import RecordJournal
+from storage.records import (
+    EMPTY_PAYLOAD_DIGEST,
+    b32_digest,
+    record_id,
+    request_bytes,
+    response_headers,
+    sha256_digest,
+    warc_date,
+)
 from storage.warcfiles import (
     OPEN_SUFFIX,
     WARC_DIR,
@@ -60,14 +63,11 @@ from streamcrawl.crashpoints import CrashPoints
 
 FILE_PREFIX = "streamcrawl"
 WARC_VERSION = "WARC/1.1"
-RECORD_NAMESPACE = uuid.UUID("6f1b8f5e-3c2a-4f4e-9a57-2a0c0e7d7b11")
 REMEMBERED_RECORDS = 50_000
 """Record ids kept for redelivery detection: far more than can be uncommitted at once (at most
 `loop.max_uncommitted_per_partition`, 500 by default, per partition held)."""
 CRASH_MID_WARC = "storage_mid_warc"
 """Crash point: half of a fetch's records are in the file, the rest never will be."""
-_ENCODING_HEADERS = {"content-encoding", "transfer-encoding"}
-_LINE_BREAKS = re.compile(r"[\r\n]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,58 +116,6 @@ class _OpenFile:
     size: int
     records_from: int = 0
     """Where the first fetch's records begin (after the warcinfo record)."""
-
-
-def record_id(kind: str, page: FetchedPage) -> str:
-    name = f"{kind}\n{page.url}\n{page.fetched_at}\n{page.lease_id}"
-    return f"<urn:uuid:{uuid.uuid5(RECORD_NAMESPACE, name)}>"
-
-
-@functools.lru_cache(maxsize=1024)
-def warc_date(epoch_ms: int) -> str:
-    moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
-
-
-def b32_digest(sha256: bytes) -> str:
-    """A WARC digest value: `sha256:` and the digest in base32."""
-    return "sha256:" + base64.b32encode(sha256).decode()
-
-
-def sha256_digest(hex_digest: str) -> str:
-    """A WARC digest value from a hex SHA-256."""
-    return b32_digest(bytes.fromhex(hex_digest))
-
-
-EMPTY_PAYLOAD_DIGEST = b32_digest(hashlib.sha256(b"").digest())
-"""A GET request carries no body."""
-
-
-def _clean(value: str) -> str:
-    return _LINE_BREAKS.sub(" ", value)
-
-
-def response_headers(page: FetchedPage, body_length: int) -> StatusAndHeaders:
-    try:
-        reason = http.HTTPStatus(page.status).phrase
-    except ValueError:
-        reason = "Unknown"
-    headers: list[tuple[str, str]] = []
-    for name, value in page.headers.items():
-        lowered = name.lower()
-        if lowered == "content-length":
-            continue
-        shown = f"X-Archive-Orig-{name}" if lowered in _ENCODING_HEADERS else name
-        headers.append((_clean(shown), _clean(value)))
-    headers.append(("Content-Length", str(body_length)))
-    return StatusAndHeaders(f"{page.status} {reason}", headers, protocol="HTTP/1.1")
-
-
-def request_bytes(url: str) -> bytes:
-    """The request as the fetcher sends it; the fetcher records no request headers of its own."""
-    parts = urlsplit(url)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
 
 
 class WarcWriter:

@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 from warcio.archiveiterator import ArchiveIterator
 
 from storage.blobs import blob_path
-from storage.warc import sha256_digest
+from storage.records import sha256_digest
 from tests.unit.storage.archive import Archive, make_page
 
 URL = "https://example.org/wiki/Main_Page"
