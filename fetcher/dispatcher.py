@@ -336,7 +336,8 @@ class Dispatcher:
 
     def _finish_result(self, job: Job, result: FetchResult, sitemaps: list[str]) -> None:
         page = result.page(job.request)
-        outcome = result.outcome(job.request, page_sent=page is not None)
+        # page_sent promises the frontier a ParseReport; the parser skips revisits.
+        outcome = result.outcome(job.request, page_sent=page is not None and not page.revisit)
         if sitemaps and job.request.depth == 0:
             outcome = outcome.model_copy(update={"sitemaps": sitemaps})
         self._finish(job, outcome, page, result.body)
@@ -350,7 +351,7 @@ class Dispatcher:
         outputs: list[tuple[str, str, bytes]] = []
         if page is not None:
             # The body's bytearray goes in as it is: the envelope is its one copy.
-            envelope = encode_page(page, body)
+            envelope = encode_page(page, b"" if page.revisit else body)
             outputs.append((topics.pages, pages.key(request.url), envelope))
         if outcome.kind == "redirect" and outcome.redirect_to:
             edge = encode(_redirect_edge(outcome))

@@ -2,8 +2,8 @@
 
 A :class:`FetchTarget` is the part of a FetchRequest that the HTTP layer needs, so robots.txt
 fetches use the same path. A :class:`FetchResult` holds everything learned, kind decided: the
-service turns it into a FetchedPage (only for ``done``) and one FetchOutcome per lease (DESIGN.md
-section 3, step 4).
+service turns it into a FetchedPage (for ``done``; a bodiless revisit for ``unchanged``) and one
+FetchOutcome per lease (DESIGN.md section 3, step 4).
 """
 
 from __future__ import annotations
@@ -83,7 +83,10 @@ class FetchResult:
         return None if self.failure is None else self.failure.retry_after_s
 
     def page(self, request: FetchRequest) -> FetchedPage | None:
-        """The page for `pages` (its body travels beside it), or None when there is none."""
+        """The page for `pages` (its body travels beside it), or None when there is none. An
+        unchanged recrawl gives a `revisit` page, whose body is not sent."""
+        if self.kind == "unchanged":
+            return self._revisit_page(request)
         if self.kind != "done" or self.status is None or self.sha256 is None:
             return None
         return FetchedPage(
@@ -101,6 +104,27 @@ class FetchResult:
             fetched_at=self.fetched_at_ms,
             elapsed_ms=round(self.elapsed_s * 1000),
             follow_nofollow=request.follow_nofollow,
+        )
+
+    def _revisit_page(self, request: FetchRequest) -> FetchedPage | None:
+        content_hash = self.sha256 or request.content_hash
+        if self.status is None or content_hash is None:
+            return None  # a 304 to a request that named no content: nothing to point a revisit at
+        return FetchedPage(
+            crawl_id=request.crawl_id,
+            url=request.url,
+            final_url=self.url,
+            lease_id=request.lease_id,
+            depth=request.depth,
+            status=self.status,
+            headers=dict(self.headers),
+            content_type=self.content_type,
+            body_size=0,
+            sha256=content_hash,
+            fetched_at=self.fetched_at_ms,
+            elapsed_ms=round(self.elapsed_s * 1000),
+            follow_nofollow=request.follow_nofollow,
+            revisit=True,
         )
 
     def outcome(self, request: FetchRequest, *, page_sent: bool) -> FetchOutcome:

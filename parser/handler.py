@@ -28,7 +28,9 @@ The handler never raises on page content. An undecodable body (binary bytes wher
 is a ``undecodable`` result, and an unexpected error inside extraction a ``failed`` one that keeps
 the exception for the service to log; both still carry the empty PageLinks and the report, so the
 frontier can finish the crawl. Only a page whose URL has no http(s) host gets no messages
-(``invalid_page``): nothing can be keyed by it, so the service dead-letters it.
+(``invalid_page``): nothing can be keyed by it, so the service dead-letters it. A ``revisit`` page
+(a recrawl that found unchanged content; it has no body) gets no messages either: its outcome told
+the frontier to expect no report, and its links are the ones already sent.
 """
 
 from __future__ import annotations
@@ -61,7 +63,9 @@ from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
-ParseStatus = Literal["html", "sitemap", "skipped", "undecodable", "failed", "invalid_page"]
+ParseStatus = Literal[
+    "html", "sitemap", "skipped", "undecodable", "failed", "invalid_page", "revisit"
+]
 BodyKind = Literal["html", "sitemap", "other"]
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -119,6 +123,8 @@ class PageParser:
         self, page: FetchedPage, body: bytes, discovered_at: int | None = None
     ) -> ParseResult:
         """The messages for ``page`` and its ``body``; see the module docstring."""
+        if page.revisit:
+            return ParseResult("revisit", [])
         from_url = canonical_url(page.final_url) or canonical_url(page.url)
         try:
             report_host = host_key(page.url)

@@ -4,7 +4,8 @@ Producer: the fetcher. Consumers: the parser group and the storage group, indepe
 URL (not host) so a giant host's pages spread over every parser and storage instance. The value is
 the body envelope of `schemas.serde` (JSON metadata, a newline, then the raw body bytes: no base64),
 compressed with zstd by the producer; `max.message.bytes` is 16 MiB and the fetcher caps bodies
-below it.
+below it. A recrawl that finds unchanged content sends a `revisit` page with an empty body, so
+storage can record the visit without a copy.
 """
 
 from __future__ import annotations
@@ -43,3 +44,7 @@ class FetchedPage(InternalModel):
     fetched_at: EpochMillis
     elapsed_ms: Annotated[int, Field(ge=0)] = 0
     follow_nofollow: bool = False
+    revisit: bool = False
+    """A recrawl found the content it was told of (a 304, or a body with the same sha256): no body
+    travels, `sha256` is the known content's hash, the parser skips the page and storage records a
+    WARC revisit. The outcome's `page_sent` stays false, since no ParseReport follows."""

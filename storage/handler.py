@@ -3,12 +3,13 @@ step 6). No Kafka: the kernel calls `handle` with the page and its partition's i
 
 For a page arriving on `pages`:
 1. the URL's history is read from the index and the fetch classified (`storage.index.classify`):
-   a redelivery changes nothing and writes nothing;
+   a redelivery changes nothing and writes nothing, nor does a bodiless revisit page (a recrawl's
+   304 or same-hash answer) of content the index does not hold as the URL's latest;
 2. its body must hash to the `sha256` the fetcher sent (else it is dead-lettered and nothing is
    written: a content-addressed store must never file a body under another body's name);
-3. an unchanged page gets a revisit record and only moves the latest version's timestamp; a new or
-   changed one gets its blob (written only if no blob has that hash yet), its response and request
-   records and a new version;
+3. an unchanged page (a revisit page, or a body that hashes as the latest) gets a revisit record
+   and only moves the latest version's timestamp; a new or changed one gets its blob (written only
+   if no blob has that hash yet), its response and request records and a new version;
 4. the new history is put in the table; the kernel ships it to the changelog and commits the
    page's offset, then writes the index.
 
@@ -88,8 +89,13 @@ class StorageHandler(BaseHandler):
         if change is Change.REDELIVERED:
             metrics.REDELIVERED.inc()
             return
+        if change is Change.UNMATCHED_REVISIT:
+            # No body came and none is stored under the URL with that hash (this storage joined
+            # after the first fetch): there is nothing to point a revisit record at.
+            metrics.REVISITS_UNMATCHED.inc()
+            return
         if change is Change.UNCHANGED and history is not None:
-            problem = body_problem(page, body)
+            problem = None if page.revisit else body_problem(page, body)
             updated = None if problem is not None else self._revisit(history, page)
         else:
             problem, updated = self._store(history, page, body)

@@ -31,6 +31,8 @@ class Change(Enum):
     CHANGED = "changed"
     UNCHANGED = "unchanged"
     REDELIVERED = "redelivered"
+    UNMATCHED_REVISIT = "unmatched_revisit"
+    """A bodiless revisit of content this index does not hold as the URL's latest version."""
 
 
 class RecordRef(BaseModel):
@@ -87,10 +89,13 @@ def fetch_identity(page: FetchedPage) -> str:
 def classify(history: PageHistory | None, page: FetchedPage) -> Change:
     """What this fetch is to the index: pure, so a redelivery gets the same answer."""
     if history is None or not history.versions:
-        return Change.NEW
+        return Change.UNMATCHED_REVISIT if page.revisit else Change.NEW
     if fetch_identity(page) in history.recent_fetches:
         return Change.REDELIVERED
     latest = history.latest
+    if page.revisit:  # a 304's status differs from the stored 200; the hash is what counts
+        same = latest.content_hash == page.sha256
+        return Change.UNCHANGED if same else Change.UNMATCHED_REVISIT
     if latest.content_hash == page.sha256 and latest.status == page.status:
         return Change.UNCHANGED
     return Change.CHANGED

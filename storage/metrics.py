@@ -17,3 +17,7 @@ BLOBS_WRITTEN = Counter("streamcrawl_storage_blobs_written", "Blobs written (dis
 REDELIVERED = Counter(
     "streamcrawl_storage_pages_redelivered", "Pages seen again (redelivery) that changed nothing"
 )
+REVISITS_UNMATCHED = Counter(
+    "streamcrawl_storage_revisits_unmatched",
+    "Bodiless revisit pages of content the index does not hold as the URL's latest version",
+)

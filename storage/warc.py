@@ -64,6 +64,7 @@ from streamcrawl.crashpoints import CrashPoints
 FILE_PREFIX = "streamcrawl"
 WARC_VERSION = "WARC/1.1"
 REMEMBERED_RECORDS = 50_000
+SERVER_NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 """Record ids kept for redelivery detection: far more than can be uncommitted at once (at most
 `loop.max_uncommitted_per_partition`, 500 by default, per partition held)."""
 CRASH_MID_WARC = "storage_mid_warc"
@@ -244,6 +245,8 @@ class WarcWriter:
             http_headers=response_headers(page, 0),
             warc_headers_dict=fields,
         )
+        if page.status == 304:  # the server said so itself; a same-hash 200 keeps warcio's profile
+            record.rec_headers.replace_header("WARC-Profile", SERVER_NOT_MODIFIED_PROFILE)
         return self._prepared(page, revisit_id, record)
 
     def _fields(self, page: FetchedPage, own_id: str) -> dict[str, str]:

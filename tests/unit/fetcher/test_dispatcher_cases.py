@@ -17,6 +17,7 @@ from prometheus_client import REGISTRY
 from fetcher.politeness import PolitenessSettings
 from fetcher.settings import FetcherSettings
 from schemas.fetch import FetchRequest
+from schemas.serde import decode_page
 from streamcrawl.clock import SystemClock
 from tests.unit.fetcher.conftest import FAST_LIMITS
 from tests.unit.fetcher.servers import AppServer, app_server
@@ -161,7 +162,7 @@ async def test_sitemap_lines_go_with_a_seeds_outcome_only() -> None:
     assert (denied["kind"], denied["sitemaps"]) == ("robots_denied", sitemaps)
 
 
-async def test_a_304_is_an_unchanged_outcome_without_a_page() -> None:
+async def test_a_304_is_an_unchanged_outcome_with_a_bodiless_revisit_page() -> None:
     seen: list[tuple[str | None, str | None]] = []
 
     async def conditional(request: web.Request) -> web.StreamResponse:
@@ -189,7 +190,13 @@ async def test_a_304_is_an_unchanged_outcome_without_a_page() -> None:
     assert (outcome["kind"], outcome["status"], outcome["page_sent"]) == ("unchanged", 304, False)
     assert (outcome["etag"], outcome["last_modified"]) == (ETAG, LAST_MODIFIED)
     assert outcome["content_hash"] == "ab" * 32
-    assert _pages(finishes) == []
+    [(page, body)] = [
+        decode_page(output.value)
+        for deferred in finishes.calls
+        for output in deferred.outputs
+        if output.topic == TOPICS.pages
+    ]
+    assert (page.revisit, page.status, page.sha256, body) == (True, 304, "ab" * 32, b"")
     assert seen == [(ETAG, LAST_MODIFIED)]
 
 

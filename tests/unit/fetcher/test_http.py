@@ -368,7 +368,7 @@ async def test_results_become_schema_messages(sessions: Sessions, clock: FakeClo
     )
 
 
-def test_outcomes_that_carry_no_page(clock: FakeClock) -> None:
+def test_outcomes_that_carry_no_page_or_a_revisit(clock: FakeClock) -> None:
     request = FetchRequest(
         crawl_id="c1",
         url="http://example.com/a",
@@ -384,7 +384,12 @@ def test_outcomes_that_carry_no_page(clock: FakeClock) -> None:
     denied = FetchResult(
         url=request.url, kind="robots_denied", fetched_at_ms=clock.now_ms(), elapsed_s=0.0
     )
-    assert unchanged.page(request) is None and denied.page(request) is None
+    assert denied.page(request) is None
+    revisit = unchanged.page(request)
+    assert revisit is not None and revisit.revisit
+    assert (revisit.status, revisit.sha256, revisit.body_size) == (304, "ab" * 32, 0)
+    no_hash = request.model_copy(update={"content_hash": None})
+    assert unchanged.page(no_hash) is None  # nothing stored to point a revisit at
     outcome = unchanged.outcome(request, page_sent=False)
     assert (outcome.kind, outcome.content_hash, outcome.elapsed_ms) == ("unchanged", "ab" * 32, 250)
     assert denied.outcome(request, page_sent=False).kind == "robots_denied"

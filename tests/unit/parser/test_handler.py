@@ -45,6 +45,11 @@ def discovered_urls(result: ParseResult) -> dict[str, list[str]]:
     return found
 
 
+def test_a_revisit_page_gets_no_messages_since_its_outcome_promised_no_report() -> None:
+    result = parse(b"", revisit=True, status=304, sha256="ab" * 32)
+    assert (result.status, result.messages) == ("revisit", [])
+
+
 def test_messages_order_topics_and_keys() -> None:
     result = parse(LINKS_PAGE)
     assert result.status == "html" and result.error is None

@@ -16,6 +16,7 @@ import zstandard
 from prometheus_client import REGISTRY
 from warcio.archiveiterator import ArchiveIterator
 
+from schemas.pages import FetchedPage
 from storage.blobs import blob_path
 from storage.records import sha256_digest
 from tests.unit.storage.archive import Archive, make_page
@@ -306,3 +307,56 @@ def test_a_failed_warc_write_is_cut_and_the_next_fetch_goes_to_a_new_file(
     assert len(archive.warc_files()) == 2
     responses = [h["WARC-Target-URI"] for k, h, _ in archive.records() if k == "response"]
     assert responses == [URL, URL + "/later"]
+
+
+def revisit_of(page: FetchedPage, fetched_at: int, status: int) -> FetchedPage:
+    """The bodiless page the fetcher sends when a recrawl finds the content it was told of."""
+    return page.model_copy(
+        update={
+            "fetched_at": fetched_at,
+            "lease_id": f"lease-{fetched_at}",
+            "status": status,
+            "body_size": 0,
+            "revisit": True,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "profile"),
+    [(304, "/revisit/server-not-modified"), (200, "/revisit/identical-payload-digest")],
+)
+def test_a_bodiless_revisit_page_gets_a_revisit_record_pointing_at_the_stored_response(
+    archive: Archive, status: int, profile: str
+) -> None:
+    first = make_page(URL, BODY, 1_700_000_000_000)
+    archive.deliver(first, BODY)
+    archive.deliver(revisit_of(first, 1_700_000_900_000, status), b"")
+
+    assert archive.dead_letters == []
+    kinds = [kind for kind, _, _ in archive.records()]
+    assert kinds == ["warcinfo", "response", "request", "revisit", "request"]
+    _, response, _ = archive.records()[1]
+    _, revisit, _ = archive.records()[3]
+    assert revisit["WARC-Refers-To"] == response["WARC-Record-ID"]
+    assert revisit["WARC-Payload-Digest"] == response["WARC-Payload-Digest"]
+    assert revisit["WARC-Profile"].endswith(profile)
+    history = archive.history(URL)
+    assert history is not None and len(history.versions) == 1
+    assert history.latest.last_fetched_at == 1_700_000_900_000
+    assert history.latest.fetches == 2
+
+
+def test_a_revisit_of_content_the_index_does_not_hold_writes_nothing(archive: Archive) -> None:
+    never_stored = make_page(URL, BODY, 1_700_000_000_000)
+    unmatched_before = counter("revisits_unmatched")
+    archive.deliver(revisit_of(never_stored, 1_700_000_900_000, 304), b"")
+    stored = make_page(URL, b"<html>other</html>", 1_700_000_950_000)
+    archive.deliver(stored, b"<html>other</html>")
+    archive.deliver(revisit_of(never_stored, 1_700_001_000_000, 304), b"")
+
+    assert counter("revisits_unmatched") == unmatched_before + 2
+    assert archive.dead_letters == []
+    assert [kind for kind, _, _ in archive.records()] == ["warcinfo", "response", "request"]
+    history = archive.history(URL)
+    assert history is not None and history.latest.fetches == 1
