@@ -84,47 +84,39 @@ class FetchResult:
 
     def page(self, request: FetchRequest) -> FetchedPage | None:
         """The page for `pages` (its body travels beside it), or None when there is none. An
-        unchanged recrawl gives a `revisit` page, whose body is not sent."""
-        if self.kind == "unchanged":
-            return self._revisit_page(request)
-        if self.kind != "done" or self.status is None or self.sha256 is None:
+        unchanged recrawl gives a `revisit` page, whose body is not sent; a 304 to a request that
+        named no content hash gives none, since there is nothing to point a revisit at."""
+        status = self.status
+        if status is None:
             return None
-        return FetchedPage(
-            crawl_id=request.crawl_id,
-            url=request.url,
-            final_url=self.url,
-            lease_id=request.lease_id,
-            depth=request.depth,
-            status=self.status,
-            headers=dict(self.headers),
-            content_type=self.content_type,
-            body_size=len(self.body),
-            sha256=self.sha256,
-            truncated=self.truncated,
-            fetched_at=self.fetched_at_ms,
-            elapsed_ms=round(self.elapsed_s * 1000),
-            follow_nofollow=request.follow_nofollow,
-        )
+        if self.kind == "unchanged":
+            content_hash = self.sha256 or request.content_hash
+            if content_hash is None:
+                return None
+            return self._page(request, status, content_hash, body_size=0, revisit=True)
+        if self.kind != "done" or self.sha256 is None:
+            return None
+        return self._page(request, status, self.sha256, body_size=len(self.body), revisit=False)
 
-    def _revisit_page(self, request: FetchRequest) -> FetchedPage | None:
-        content_hash = self.sha256 or request.content_hash
-        if self.status is None or content_hash is None:
-            return None  # a 304 to a request that named no content: nothing to point a revisit at
+    def _page(
+        self, request: FetchRequest, status: int, sha256: str, *, body_size: int, revisit: bool
+    ) -> FetchedPage:
         return FetchedPage(
             crawl_id=request.crawl_id,
             url=request.url,
             final_url=self.url,
             lease_id=request.lease_id,
             depth=request.depth,
-            status=self.status,
+            status=status,
             headers=dict(self.headers),
             content_type=self.content_type,
-            body_size=0,
-            sha256=content_hash,
+            body_size=body_size,
+            sha256=sha256,
+            truncated=self.truncated and not revisit,
             fetched_at=self.fetched_at_ms,
             elapsed_ms=round(self.elapsed_s * 1000),
             follow_nofollow=request.follow_nofollow,
-            revisit=True,
+            revisit=revisit,
         )
 
     def outcome(self, request: FetchRequest, *, page_sent: bool) -> FetchOutcome:
