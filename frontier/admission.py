@@ -96,7 +96,7 @@ def admit_url(
     if canonical is None:
         session.count(crawl_id, "rejected_invalid")
         return
-    host = host_key(canonical)
+    host = message.host if _authority(canonical) == message.host else host_key(canonical)
     if host != message.host:
         session.count(crawl_id, "rejected_misrouted")
         return
@@ -161,19 +161,44 @@ def _enqueue_new(
     session.queued(host)
 
 
+def _authority(canonical: str) -> str:
+    """The authority of a canonical URL, which is its host key (`host_key` normalises it again:
+    for a canonical URL that changes nothing, so a match with the message's host needs no parse)."""
+    start = canonical.find("://") + 3
+    end = len(canonical)
+    for mark in "/?#":
+        found = canonical.find(mark, start)
+        if 0 <= found < end:
+            end = found
+    return canonical[start:end]
+
+
 def priority_bytes(
     crawl: CrawlState, depth: int, signals: PrioritySignals, ordinal: bytes
 ) -> bytes:
     """The queue key's priority part: the strategy's key, then the BFS ordinal."""
     request = crawl.request
-    key = queue_key(
-        request.priority,
-        signals,
-        min(depth, _MAX_U32),
-        0,
-        depth_first=request.max_links != -1,
-    )
-    return encode_priority(key) + ordinal
+    cache_key = (request.priority, request.max_links != -1, depth, signals)
+    encoded = _PRIORITIES.get(cache_key)
+    if encoded is None:
+        key = queue_key(
+            request.priority,
+            signals,
+            min(depth, _MAX_U32),
+            0,
+            depth_first=request.max_links != -1,
+        )
+        encoded = encode_priority(key)
+        if len(_PRIORITIES) >= _PRIORITY_CACHE:
+            _PRIORITIES.clear()
+        _PRIORITIES[cache_key] = encoded
+    return encoded + ordinal
+
+
+_PRIORITY_CACHE = 4096
+_PRIORITIES: dict[tuple[str, bool, int, PrioritySignals], bytes] = {}
+"""Encoded priorities by (strategy, depth first, depth, signals): the links of one page mostly
+share them (a pure function of its inputs, so a small cache that is cleared when full)."""
 
 
 def fresh_ordinal(session: PartitionSession) -> bytes:

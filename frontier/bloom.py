@@ -7,7 +7,8 @@ memory does not grow with the crawl; past the expected count the false-positive 
 more lookups fall through to RocksDB, which stays the truth. A false positive costs one RocksDB
 read; there are no false negatives. It is rebuilt from the visited table when a partition opens.
 
-Positions come from the key's 128-bit mmh3 hash by double hashing (Kirsch and Mitzenmacher).
+Positions come from the key's 128-bit mmh3 hash (as two 64-bit halves) by double hashing (Kirsch
+and Mitzenmacher).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class BloomFilter:
         self.hashes = hashes
         self._array = bytearray((bits + 7) // 8)
         self.count = 0
+        self._last_key = b""
+        self._last_positions: list[int] = []
 
     @classmethod
     def for_capacity(cls, expected: int, false_positive_rate: float) -> BloomFilter:
@@ -37,14 +40,21 @@ class BloomFilter:
         return cls(bits, hashes)
 
     def _positions(self, key: bytes) -> list[int]:
-        digest = mmh3.hash_bytes(key)
-        first = int.from_bytes(digest[:8], "little")
-        step = int.from_bytes(digest[8:], "little") | 1
-        return [(first + i * step) % self.bits for i in range(self.hashes)]
+        if key == self._last_key:
+            return self._last_positions
+        first, step = mmh3.hash64(key, signed=False)
+        step |= 1
+        bits = self.bits
+        positions = [(first + i * step) % bits for i in range(self.hashes)]
+        # A lookup is usually followed by the add of the same key (a URL seen for the first time).
+        self._last_key = key
+        self._last_positions = positions
+        return positions
 
     def add(self, key: bytes) -> None:
+        array = self._array
         for position in self._positions(key):
-            self._array[position >> 3] |= 1 << (position & 7)
+            array[position >> 3] |= 1 << (position & 7)
         self.count += 1
 
     def might_contain(self, key: bytes) -> bool:

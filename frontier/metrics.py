@@ -108,19 +108,9 @@ class FrontierMetrics:
         if name.startswith(REJECTED):
             self.out_of_scope.labels(name[len(REJECTED) :]).inc(delta)
             return
-        metric = self._by_counter().get(name)
-        if metric is not None:
+        metric = getattr(self, _METRIC_OF_COUNTER.get(name, ""), None)
+        if isinstance(metric, Counter):
             metric.inc(delta)
-
-    def _by_counter(self) -> dict[str, Counter]:
-        return {
-            "discovered": self.discovered,
-            "admitted": self.admitted,
-            "duplicate": self.duplicate,
-            "leases": self.released,
-            "retried": self.retried,
-            "dead": self.dead,
-        }
 
     def show(self, partitions: Iterable[PartitionGauges], now_ms: int, shown: set[str]) -> None:
         """Set the gauges from every open partition's share; ``shown`` holds the crawls with
@@ -149,3 +139,12 @@ class FrontierMetrics:
 
 
 _REGISTERED: dict[int, FrontierMetrics] = {}
+_METRIC_OF_COUNTER = {
+    "discovered": "discovered",
+    "admitted": "admitted",
+    "duplicate": "duplicate",
+    "leases": "released",
+    "retried": "retried",
+    "dead": "dead",
+}
+"""The per-crawl counter each counter metric follows, by field name."""

@@ -23,6 +23,8 @@ from streamcrawl.state import Table
 
 SEPARATOR = b"\x00"
 SEQUENCE_BYTES = 8
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_string = json.encoder.encode_basestring_ascii
 
 
 def queue_key(host: str, priority: bytes, sequence: int) -> bytes:
@@ -51,7 +53,24 @@ class QueuedUrl:
     content_hash: str | None = None
 
     def encode(self) -> bytes:
-        return json.dumps(self.__dict__, separators=(",", ":")).encode()
+        """Compact JSON without the optional fields left at their defaults (one per URL)."""
+        text = (
+            f'{{"crawl_id":{_string(self.crawl_id)},"url":{_string(self.url)},"depth":{self.depth}'
+        )
+        if (
+            self.redirect_hops
+            or self.attempts
+            or self.etag
+            or self.last_modified
+            or self.content_hash
+        ):
+            data = {
+                name: self.__dict__[name]
+                for name in ("redirect_hops", "attempts", "etag", "last_modified", "content_hash")
+                if self.__dict__[name]
+            }
+            return (text + "," + _ENCODER.encode(data)[1:]).encode()
+        return (text + "}").encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> QueuedUrl:

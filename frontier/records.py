@@ -124,8 +124,11 @@ def pending_crawl_of(key: bytes) -> str:
     return key.split(SEPARATOR, 1)[0].decode()
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 def dump(data: dict[str, Any]) -> bytes:
-    return json.dumps(data, separators=(",", ":")).encode()
+    return _ENCODER.encode(data).encode()
 
 
 def decode_tally(raw: bytes | None) -> dict[str, int]:
@@ -158,7 +161,37 @@ class VisitedRecord:
     charged: bool = False
 
     def encode(self) -> bytes:
-        return dump(asdict(self))
+        """Compact JSON without the fields at their defaults (one is written per admitted URL)."""
+        if (
+            self.lease_id is None
+            and not self.attempts
+            and self.etag is None
+            and self.last_modified is None
+            and self.content_hash is None
+            and self.rank is None
+            and not self.charged
+            and self.queue_key is not None
+        ):  # a URL just queued: most records, written without the general encoder
+            text = f'{{"depth":{self.depth},"state":"{self.state}","queue_key":"{self.queue_key}"}}'
+            return text.encode()
+        data: dict[str, Any] = {"depth": self.depth, "state": self.state}
+        if self.queue_key is not None:
+            data["queue_key"] = self.queue_key
+        if self.lease_id is not None:
+            data["lease_id"] = self.lease_id
+        if self.attempts:
+            data["attempts"] = self.attempts
+        if self.etag is not None:
+            data["etag"] = self.etag
+        if self.last_modified is not None:
+            data["last_modified"] = self.last_modified
+        if self.content_hash is not None:
+            data["content_hash"] = self.content_hash
+        if self.rank is not None:
+            data["rank"] = self.rank
+        if self.charged:
+            data["charged"] = True
+        return dump(data)
 
     @classmethod
     def decode(cls, raw: bytes) -> VisitedRecord:
@@ -179,7 +212,7 @@ class LeaseRecord:
     redirect_hops: int = 0
 
     def encode(self) -> bytes:
-        return dump(asdict(self))
+        return dump(dict(self.__dict__))
 
     @classmethod
     def decode(cls, raw: bytes) -> LeaseRecord:
@@ -199,7 +232,7 @@ class DelayedEntry:
     redirect_hops: int = 0
 
     def encode(self) -> bytes:
-        return dump(asdict(self))
+        return dump(dict(self.__dict__))
 
     @classmethod
     def decode(cls, raw: bytes) -> DelayedEntry:

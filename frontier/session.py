@@ -151,7 +151,7 @@ class PartitionSession:
         self._changed_crawls: set[str] = set()
         self._tallies: dict[str, dict[str, int]] = {}
         self._changed_tallies: set[str] = set()
-        self._metric_counts: list[tuple[str, int]] = []
+        self._metric_counts: dict[str, int] = {}
         self._hosts: dict[str, HostState] = {}
         self._hosts_as_loaded: dict[str, bytes | None] = {}
         self._sequence: int | None = None
@@ -224,7 +224,7 @@ class PartitionSession:
         counters[name] = counters.get(name, 0) + delta
         self.changed(crawl_id)
         if delta > 0:
-            self._metric_counts.append((name, delta))
+            self._metric_counts[name] = self._metric_counts.get(name, 0) + delta
 
     def unfinished(self, crawl_id: str, depth: int, delta: int) -> None:
         """Change the crawl's unfinished count at ``depth``; an emptied depth may unblock hosts."""
@@ -276,9 +276,11 @@ class PartitionSession:
 
     def queued(self, host: str, count: int = 1) -> None:
         """``count`` URLs joined the host's queue; the host becomes ready now if it was idle."""
-        now = self.now_ms
-        self._memory_changes.append(lambda memory: memory.heap.add_queued(host, count, now))
-        self.wake(host)
+        last = self._memory_changes[-1] if self._memory_changes else None
+        if isinstance(last, _Queued) and last.host == host:
+            last.count += count  # the URLs of one message: one change
+            return
+        self._memory_changes.append(_Queued(host, count, self.now_ms))
 
     def dequeued(self, host: str, count: int = 1) -> None:
         self._memory_changes.append(lambda memory: memory.heap.remove_queued(host, count))
@@ -323,6 +325,19 @@ class PartitionSession:
         for change in self._memory_changes:
             change(self.memory)
         self._memory_changes.clear()
-        for name, delta in self._metric_counts:
+        for name, delta in self._metric_counts.items():
             self.services.metrics.count(name, delta)
         self._metric_counts.clear()
+
+
+@dataclass
+class _Queued:
+    """URLs joined a host's queue: count them and make the host ready now (one memory change)."""
+
+    host: str
+    count: int
+    now_ms: int
+
+    def __call__(self, memory: PartitionMemory) -> None:
+        memory.heap.add_queued(self.host, self.count, self.now_ms)
+        memory.wake(self.host, self.now_ms)

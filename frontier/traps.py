@@ -52,15 +52,32 @@ def check_traps(canonical_url: str, limits: TrapLimits = DEFAULT_TRAP_LIMITS) ->
     """The first trap rule ``canonical_url`` breaks, in the module docstring's order, or None."""
     if len(canonical_url) > limits.max_url_length:
         return "trap_url_length"
-    parts = urlsplit(canonical_url)
-    segments = path_segments(parts.path)
+    path, query = path_and_query(canonical_url)
+    segments = path_segments(path)
     if len(segments) > limits.max_path_segments:
         return "trap_path_segments"
     if has_repeated_segments(segments, limits.max_segment_repeats, limits.max_run_repeats):
         return "trap_repeated_segments"
-    if query_param_count(parts.query) > limits.max_query_params:
+    if query_param_count(query) > limits.max_query_params:
         return "trap_query_params"
     return None
+
+
+def path_and_query(url: str) -> tuple[str, str]:
+    """The path and query of an absolute URL; a canonical one (``scheme://authority/path?query``,
+    no fragment) by string search, anything else through `urlsplit`."""
+    start = url.find("://")
+    if start < 0 or "#" in url:
+        parts = urlsplit(url)
+        return parts.path, parts.query
+    slash = url.find("/", start + 3)
+    mark = url.find("?", start + 3)
+    if slash < 0 or 0 <= mark < slash:
+        parts = urlsplit(url)
+        return parts.path, parts.query
+    if mark < 0:
+        return url[slash:], ""
+    return url[slash:mark], url[mark + 1 :]
 
 
 def path_segments(path: str) -> list[str]:

@@ -15,6 +15,7 @@ state reflects exactly the committed input.
 from __future__ import annotations
 
 import shutil
+from bisect import bisect_left
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,6 +66,10 @@ class StoreOptions:
         options.set_max_background_jobs(2)
         table_options = BlockBasedOptions()
         table_options.set_block_cache(self._cache)
+        # Index and filter blocks live in the shared cache, so they count against its bound
+        # instead of growing outside it with every SST file; level-0 ones stay pinned there.
+        table_options.set_cache_index_and_filter_blocks(True)
+        table_options.set_pin_l0_filter_and_index_blocks_in_cache(True)
         options.set_block_based_table_factory(table_options)
         return options
 
@@ -153,6 +158,7 @@ class Transaction:
         self.parent = parent
         self.writes: dict[tuple[str, bytes], bytes | None] = {}
         self.sources: dict[tuple[str, bytes], str] = {}
+        self._keys: dict[str, _KeyIndex] = {}
 
     def get(self, table: str, key: bytes) -> bytes | None:
         if (table, key) in self.writes:
@@ -160,12 +166,20 @@ class Transaction:
         return self.parent.get(table, key)
 
     def put(self, table: str, key: bytes, value: bytes, source: str | None) -> None:
-        self.writes[(table, key)] = value
+        self._write(table, key, value)
         self._note(table, key, source)
 
     def delete(self, table: str, key: bytes, source: str | None) -> None:
-        self.writes[(table, key)] = None
+        self._write(table, key, None)
         self._note(table, key, source)
+
+    def _write(self, table: str, key: bytes, value: bytes | None) -> None:
+        if (table, key) not in self.writes:
+            index = self._keys.get(table)
+            if index is None:
+                index = self._keys[table] = _KeyIndex()
+            index.add(key)
+        self.writes[(table, key)] = value
 
     def _note(self, table: str, key: bytes, source: str | None) -> None:
         if source is None:
@@ -177,16 +191,29 @@ class Transaction:
         parent = self.parent
         if not isinstance(parent, Transaction):
             raise StateError("a top-level transaction is written by the loop, not merged")
-        for (table, key), value in self.writes.items():
-            parent.writes[(table, key)] = value
-            parent._note(table, key, self.sources.get((table, key)))
+        writes, sources = parent.writes, parent.sources
+        for entry, value in self.writes.items():
+            if entry not in writes:
+                index = parent._keys.get(entry[0])
+                if index is None:
+                    index = parent._keys[entry[0]] = _KeyIndex()
+                index.add(entry[1])
+            writes[entry] = value
+            source = self.sources.get(entry)
+            if source is None:
+                sources.pop(entry, None)
+            else:
+                sources[entry] = source
 
     def scan(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        """The parent's entries merged with this layer's writes, in key order."""
-        pending = sorted(
-            (key, value)
-            for (name, key), value in self.writes.items()
-            if name == table and key.startswith(prefix)
+        """The parent's entries merged with this layer's writes, in key order.
+
+        The layer's keys are indexed per table (`_KeyIndex`), so a scan costs the keys under its
+        prefix, not every write of the cycle."""
+        keys = self._keys.get(table)
+        writes = self.writes
+        pending = (
+            [] if keys is None else [(key, writes[(table, key)]) for key in keys.under(prefix)]
         )
         index = 0
         for key, value in self.parent.scan(table, prefix):
@@ -200,6 +227,46 @@ class Transaction:
             yield key, value
         for entry in pending[index:]:
             yield from _present(entry)
+
+
+class _KeyIndex:
+    """One table's written keys in sorted order: a sorted list plus an unsorted tail of keys added
+    since. A lookup looks through a short tail and folds a long one in (sorting a sorted run plus
+    a tail is cheap), so a cycle of writes with no scan in between costs one sort, and a scan costs
+    a bisection plus at most `LOOK_AT` keys of the tail."""
+
+    LOOK_AT = 256
+
+    def __init__(self) -> None:
+        self._sorted: list[bytes] = []
+        self._tail: list[bytes] = []
+
+    def add(self, key: bytes) -> None:
+        self._tail.append(key)
+
+    def under(self, prefix: bytes) -> list[bytes]:
+        """The keys starting with ``prefix``, sorted."""
+        if len(self._tail) > self.LOOK_AT:
+            self._sorted.extend(self._tail)
+            self._sorted.sort()
+            self._tail = []
+        keys = self._sorted
+        start = bisect_left(keys, prefix)
+        after = _after_prefix(prefix)
+        found = keys[start : len(keys) if after is None else bisect_left(keys, after, start)]
+        tail = [key for key in self._tail if key.startswith(prefix)]
+        if tail:
+            found.extend(tail)
+            found.sort()
+        return found
+
+
+def _after_prefix(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (None: no such key)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
 def _present(entry: tuple[bytes, bytes | None]) -> Iterator[tuple[bytes, bytes]]:

@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from frontier.config import FrontierConfig, FrontierTopics
 from frontier.handler import FrontierHandler, decode_urls, random_lease_ids
 from frontier.progress import ProgressBook
-from frontier.records import CRAWL, TABLES, CrawlRecord
+from frontier.records import CRAWL, TABLES, TALLY, CrawlRecord, decode_tally
 from frontier.session import PartitionMemory
 from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState, StoredCrawlRequest
@@ -314,13 +314,14 @@ def paused_crawl() -> CrawlState:
 class Frontier:
     """One frontier partition, driven like the service loop drives it (without Kafka)."""
 
-    def __init__(self, path: Path, options: StoreOptions) -> None:
+    def __init__(self, path: Path, options: StoreOptions, expected_urls: int) -> None:
         self.clock = FakeClock(now_ms=START_MS)
         self.topics = FrontierTopics.from_prefix("bench.")
         self.directory: dict[str, CrawlState] = {CRAWL_ID: paused_crawl()}
         self.store = PartitionStore(path, TABLES, options)
         self.handler = FrontierHandler(
-            FrontierConfig(),
+            # The Bloom filter sized for the run, as a deployment sizes it for its partitions.
+            FrontierConfig(bloom_expected_urls=expected_urls),
             self.topics,
             self.directory,
             ProgressBook(),
@@ -425,8 +426,12 @@ class Frontier:
         )
 
     def counters(self) -> dict[str, int]:
+        """The crawl's counters: its record's and its tally's (`frontier.session`), summed."""
         raw = self.store.get(CRAWL, CRAWL_ID.encode())
-        return {} if raw is None else dict(CrawlRecord.decode(raw).counters)
+        counters = {} if raw is None else dict(CrawlRecord.decode(raw).counters)
+        for name, value in decode_tally(self.store.get(TALLY, CRAWL_ID.encode())).items():
+            counters[name] = counters.get(name, 0) + value
+        return counters
 
     def close(self) -> None:
         self.store.close()
@@ -434,7 +439,7 @@ class Frontier:
 
 def run_frontier(shape: Shape, root: Path, recheck: bool) -> FrontierRun:
     """Admit every URL; memory (and one tick) measured in the cycles reaching a tenth and all."""
-    frontier = Frontier(root / "frontier", StoreOptions(StateSettings()))
+    frontier = Frontier(root / "frontier", StoreOptions(StateSettings()), shape.urls)
     points = [frontier.memory_point("start", 0)]
     meter = Meter()
     admitted = 0
