@@ -370,7 +370,7 @@ def build_app(
     token: SecretStr | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> web.Application:
-    """The API as an aiohttp application; the caller serves it (`frontier.service.ApiServer`)."""
+    """The API as an aiohttp application, served by `streamcrawl.apiserver.ApiServer`."""
     middlewares: list[Middleware] = [json_errors]
     if token is not None:
         middlewares.insert(0, bearer_guard(token))

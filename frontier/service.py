@@ -21,7 +21,6 @@ import sys
 import threading
 from typing import Annotated
 
-from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from frontier.api import TableCrawlView, build_app
@@ -31,6 +30,7 @@ from frontier.handler import FrontierHandler
 from frontier.progress import ProgressBook
 from schemas import crawls, progress, seeds
 from schemas.serde import decode
+from streamcrawl.apiserver import ApiServer
 from streamcrawl.clock import SystemClock
 from streamcrawl.exceptions import FatalKafkaError
 from streamcrawl.kafka import KafkaProducer, table_consumer_config
@@ -129,40 +129,6 @@ class SeedPublisher:
         self._stop.set()
         self._thread.join(timeout=10)
         self._producer.close()
-
-
-class ApiServer:
-    """An aiohttp application served on its own thread and event loop (like the side server), so
-    the synchronous service loop never delays a request and a request never delays the loop."""
-
-    def __init__(self, app: web.Application, host: str, port: int) -> None:
-        self._app = app
-        self._host = host
-        self._port = port
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="api")
-
-    def start(self) -> str:
-        """Serve; returns `host:port` once bound, raises OSError when the address is taken."""
-        self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(self._serve(), self._loop)
-        return future.result(timeout=10)
-
-    async def _serve(self) -> str:
-        self._runner = web.AppRunner(self._app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
-        await site.start()
-        port = self._runner.addresses[0][1] if self._runner.addresses else self._port
-        return f"{self._host}:{port}"
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            cleanup = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
-            cleanup.result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
 
 
 def start_api(

@@ -13,14 +13,11 @@ published in `members` as `api_address`, and runs the loop until SIGTERM.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from aiohttp import web
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
@@ -33,6 +30,7 @@ from storage.handler import StorageHandler
 from storage.routing import LocalIndex, PageRouter
 from storage.settings import StorageServiceSettings
 from storage.warc import WarcWriter
+from streamcrawl.apiserver import ApiServer
 from streamcrawl.crashpoints import CrashPoints
 from streamcrawl.kafka import admin_config, table_consumer_config
 from streamcrawl.logs import configure_logging
@@ -44,38 +42,6 @@ from streamcrawl.topics import topic_name
 log = logging.getLogger(__name__)
 
 METADATA_TIMEOUT_S = 30.0
-
-
-class ApiServer:
-    """An aiohttp application on its own thread and event loop, so the synchronous service loop
-    never delays a request and a request never delays the loop."""
-
-    def __init__(self, app: web.Application, host: str, port: int) -> None:
-        self._app = app
-        self._host = host
-        self._port = port
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="api")
-
-    def start(self) -> str:
-        """Serve; returns `host:port` once bound, raises OSError when the address is taken."""
-        self._thread.start()
-        return asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(timeout=10)
-
-    async def _serve(self) -> str:
-        self._runner = web.AppRunner(self._app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
-        await site.start()
-        port = self._runner.addresses[0][1] if self._runner.addresses else self._port
-        return f"{self._host}:{port}"
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
 
 
 def partition_count(settings: StorageServiceSettings, topic: str) -> int:

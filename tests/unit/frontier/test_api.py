@@ -29,11 +29,12 @@ from frontier.api import (
 )
 from frontier.exceptions import ApiPortUnavailableError
 from frontier.progress import ProgressBook
-from frontier.service import ApiServer, FrontierServiceSettings, start_api
+from frontier.service import FrontierServiceSettings, start_api
 from schemas.crawls import CrawlState
 from schemas.progress import PartitionProgress
 from schemas.seeds import SEED_MESSAGE, CrawlCommand, CrawlRequest
 from schemas.serde import decode, encode
+from streamcrawl.apiserver import ApiServer
 from streamcrawl.exceptions import DeliveryError
 
 SEED_004 = {
