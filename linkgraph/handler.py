@@ -24,6 +24,7 @@ from linkgraph import metrics
 from linkgraph.exceptions import CorruptRecordError, NotOwnedError, QueryError
 from linkgraph.indexes import (
     PartitionIndexes,
+    ReKey,
     by_target_partition,
     in_link_value,
     upsert_in_link,
@@ -107,7 +108,7 @@ class LinkGraphHandler(BaseHandler):
         self._stats.setdefault(ctx.partition, PartitionStats()).add(indexes.stats)
         self._stats_dirty.add(ctx.partition)
 
-    def _rekeyer(self, ctx: Context) -> Any:
+    def _rekeyer(self, ctx: Context) -> ReKey:
         topic, partitions = self._topics.by_target, self._topics.partitions
 
         def rekey(to_url: str, from_url: str, record: EdgeRecord, encoded: bytes) -> None:
@@ -184,4 +185,7 @@ class LinkGraphHandler(BaseHandler):
             try:
                 future.set_result(answer(reader, query))
             except (QueryError, CorruptRecordError) as error:
+                future.set_exception(error)
+            except Exception as error:  # a query must never stop the loop: answered as a 500
+                log.exception("query %r failed", query)
                 future.set_exception(error)
