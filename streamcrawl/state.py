@@ -65,6 +65,7 @@ class StoreOptions:
         options.set_max_background_jobs(2)
         table_options = BlockBasedOptions()
         table_options.set_block_cache(self._cache)
+        table_options.set_bloom_filter(10, False)  # a get of an absent key skips the SST files
         options.set_block_based_table_factory(table_options)
         return options
 
