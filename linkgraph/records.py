@@ -6,7 +6,9 @@ deployment's partition count, so one instance owns a URL's out-links, in-links a
 
 - ``forward``: ``from_url TAB to_url`` -> edge record (seed 002's fields; from/to are the key).
 - ``reverse``: ``to_url TAB from_url`` -> the same edge record, built from `links.by-target`.
-- ``anchors``: ``to_url TAB anchor_text`` -> how many live in-links carry that text.
+- ``anchors``: ``to_url TAB anchor_text TAB from_url`` -> empty, one entry per live in-link with a
+  text, so an in-link is indexed by blind writes; the anchors query counts a target's entries per
+  text (a prefix scan of its in-links, as the in-links query does).
 - ``nodes``: ``url`` -> node record; plus one partition summary under ``STATS_KEY``.
 
 Values are compact JSON (orjson) with named fields, so a changelog record reads on its own and an
@@ -38,6 +40,15 @@ MAX_CRAWL_IDS = 16
 
 def edge_key(first: str, second: str) -> bytes:
     return f"{first}{SEPARATOR}{second}".encode()
+
+
+def anchor_key(to_url: str, text: str, from_url: str) -> bytes:
+    """The text may hold a TAB; the source URL cannot, so it is what follows the last one."""
+    return f"{to_url}{SEPARATOR}{text}{SEPARATOR}{from_url}".encode()
+
+
+def anchor_text_of(key: bytes, prefix: bytes) -> str:
+    return key[len(prefix) : key.rindex(b"\t")].decode()
 
 
 def prefix_of(url: str) -> bytes:
