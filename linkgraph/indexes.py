@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import orjson
 
 from linkgraph.hosts import host_and_domain, origin_of
+from linkgraph.murmur import partition_of_key
 from linkgraph.records import (
     ANCHORS,
     FORWARD,
@@ -41,7 +42,6 @@ from linkgraph.records import (
     prefix_of,
     split_key,
 )
-from schemas import links_by_target
 from schemas.base import SCHEMA_VERSION
 from schemas.links import LinkEdge, PageLinks
 from schemas.links_by_target import InLink
@@ -293,4 +293,5 @@ def in_link_value(to_url: str, from_url: str, encoded: bytes) -> bytes:
 
 @functools.lru_cache(maxsize=1 << 16)
 def by_target_partition(to_url: str, partitions: int) -> int:
-    return links_by_target.partition(to_url, partitions)
+    """`links_by_target.partition`, through librdkafka's murmur2 (`linkgraph.murmur`)."""
+    return partition_of_key(to_url.encode(), partitions)
