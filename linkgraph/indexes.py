@@ -37,6 +37,7 @@ from linkgraph.records import (
     FetchAssembly,
     NodeRecord,
     PartitionStats,
+    StatsDelta,
     anchor_key,
     edge_key,
     prefix_of,
@@ -109,7 +110,7 @@ class PartitionIndexes:
         self.forward = ctx.table(FORWARD)
         self.reverse = ctx.table(REVERSE)
         self.anchors = ctx.table(ANCHORS)
-        self.stats = PartitionStats()
+        self.stats = StatsDelta()
         self.edges_upserted = 0
 
     def put(self, table: Table, name: str, key: bytes, old: bytes | None, new: bytes) -> None:
