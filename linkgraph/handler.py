@@ -101,7 +101,9 @@ class LinkGraphHandler(BaseHandler):
     def handle(self, record: Record, ctx: Context) -> None:
         if ctx.partition is None:
             raise RuntimeError("the link graph is stateful: records come with their partition")
-        nodes = self._nodes.setdefault(ctx.partition, {})
+        nodes = self._nodes.get(ctx.partition)
+        if nodes is None:
+            nodes = self._nodes[ctx.partition] = {}
         indexes = PartitionIndexes(ctx, nodes)
         if record.topic != self._topics.links:
             # Changes its node only once nothing can fail any more (see `upsert_in_link`).
@@ -126,7 +128,10 @@ class LinkGraphHandler(BaseHandler):
                 ctx.dead_letter(f"corrupt state: {error}")
                 return
         metrics.EDGES_UPSERTED.inc(indexes.edges_upserted)
-        self._stats.setdefault(ctx.partition, PartitionStats()).add(indexes.stats)
+        stats = self._stats.get(ctx.partition)
+        if stats is None:
+            stats = self._stats[ctx.partition] = PartitionStats()
+        stats.add(indexes.stats)
         self._stats_dirty.add(ctx.partition)
 
     def _rekeyer(self, ctx: Context) -> ReKey:
