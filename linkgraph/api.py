@@ -138,6 +138,8 @@ class GraphApi:
                         return _error(error.status, str(error))
                 except TimeoutError:
                     return _error(504, f"partition {partition} did not answer in time")
+                except Exception as error:  # logged by the handler; the client gets JSON
+                    return _error(500, f"query failed: {type(error).__name__}: {error}")
                 else:
                     return web.json_response(answer)
             if FORWARDED_HEADER in request.headers:

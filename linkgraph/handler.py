@@ -23,9 +23,13 @@ from typing import Any
 from linkgraph import metrics
 from linkgraph.exceptions import CorruptRecordError, NotOwnedError, QueryError
 from linkgraph.indexes import (
+    NodeCache,
     PartitionIndexes,
+    ReKey,
     by_target_partition,
+    flush_nodes,
     in_link_value,
+    snapshot,
     upsert_in_link,
     upsert_page_links,
 )
@@ -76,6 +80,9 @@ class LinkGraphHandler(BaseHandler):
         self._open: set[int] = set()
         self._pending: dict[int, list[tuple[Query, Future[dict[str, Any]]]]] = {}
         self._stats: dict[int, PartitionStats] = {}
+        self._nodes: dict[int, NodeCache] = {}
+        """Per state partition, the nodes this cycle touched; written into its transaction at
+        the cycle's `on_tick` (before queries are answered), so a node is encoded once a cycle."""
         self._gauges_at = float("-inf")
         self._stats_dirty: set[int] = set()
 
@@ -94,20 +101,40 @@ class LinkGraphHandler(BaseHandler):
     def handle(self, record: Record, ctx: Context) -> None:
         if ctx.partition is None:
             raise RuntimeError("the link graph is stateful: records come with their partition")
-        indexes = PartitionIndexes(ctx)
-        try:
-            if record.topic == self._topics.links:
-                upsert_page_links(indexes, record.value, self._rekeyer(ctx))
-            else:
+        nodes = self._nodes.get(ctx.partition)
+        if nodes is None:
+            nodes = self._nodes[ctx.partition] = {}
+        indexes = PartitionIndexes(ctx, nodes)
+        if record.topic != self._topics.links:
+            # Changes its node only once nothing can fail any more (see `upsert_in_link`).
+            try:
                 upsert_in_link(indexes, record.value)
-        except CorruptRecordError as error:
-            ctx.dead_letter(f"corrupt state: {error}")
-            return
+            except CorruptRecordError as error:
+                ctx.dead_letter(f"corrupt state: {error}")
+                return
+        else:
+            url = record.value.from_url
+            saved = snapshot(nodes.get(url))
+            try:
+                upsert_page_links(indexes, record.value, self._rekeyer(ctx))
+            except BaseException as error:
+                # The message's transaction is discarded: so are its changes to the cached node.
+                if saved is None:
+                    nodes.pop(url, None)
+                else:
+                    nodes[url] = saved
+                if not isinstance(error, CorruptRecordError):
+                    raise
+                ctx.dead_letter(f"corrupt state: {error}")
+                return
         metrics.EDGES_UPSERTED.inc(indexes.edges_upserted)
-        self._stats.setdefault(ctx.partition, PartitionStats()).add(indexes.stats)
+        stats = self._stats.get(ctx.partition)
+        if stats is None:
+            stats = self._stats[ctx.partition] = PartitionStats()
+        stats.add(indexes.stats)
         self._stats_dirty.add(ctx.partition)
 
-    def _rekeyer(self, ctx: Context) -> Any:
+    def _rekeyer(self, ctx: Context) -> ReKey:
         topic, partitions = self._topics.by_target, self._topics.partitions
 
         def rekey(to_url: str, from_url: str, record: EdgeRecord, encoded: bytes) -> None:
@@ -141,6 +168,7 @@ class LinkGraphHandler(BaseHandler):
 
     def on_partition_closed(self, partition: int) -> None:
         self._stats.pop(partition, None)
+        self._nodes.pop(partition, None)
         self._stats_dirty.discard(partition)
         self._refresh_gauges()
         with self._lock:
@@ -168,6 +196,11 @@ class LinkGraphHandler(BaseHandler):
     def on_tick(self, ctx: Context) -> None:
         if ctx.partition is None:
             return
+        nodes = self._nodes.get(ctx.partition)
+        if nodes and ctx.transaction is not None:
+            stats = self._stats.setdefault(ctx.partition, PartitionStats())
+            flush_nodes(nodes, ctx.transaction, stats)
+            self._stats_dirty.add(ctx.partition)
         if ctx.partition in self._stats_dirty:
             # Once per cycle, in the cycle's transaction. Without a source offset, so a crash
             # between changelog and commit can leave the sizes a cycle ahead: they are gauges.
@@ -184,4 +217,7 @@ class LinkGraphHandler(BaseHandler):
             try:
                 future.set_result(answer(reader, query))
             except (QueryError, CorruptRecordError) as error:
+                future.set_exception(error)
+            except Exception as error:  # a query must never stop the loop: answered as a 500
+                log.exception("query %r failed", query)
                 future.set_exception(error)

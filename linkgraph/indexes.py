@@ -19,12 +19,15 @@ Every forward change is produced to `links.by-target` (key to TAB from, partitio
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import orjson
 
 from linkgraph.hosts import host_and_domain, origin_of
+from linkgraph.murmur import partition_of_key
 from linkgraph.records import (
     ANCHORS,
     FORWARD,
@@ -34,16 +37,17 @@ from linkgraph.records import (
     FetchAssembly,
     NodeRecord,
     PartitionStats,
+    StatsDelta,
+    anchor_key,
     edge_key,
     prefix_of,
     split_key,
 )
-from schemas import links_by_target
 from schemas.base import SCHEMA_VERSION
 from schemas.links import LinkEdge, PageLinks
 from schemas.links_by_target import InLink
 from streamcrawl.handler import Context
-from streamcrawl.state import Table
+from streamcrawl.state import Table, Transaction
 
 ReKey = Callable[[str, str, EdgeRecord, bytes], None]
 """Produce one changed edge to `links.by-target`: to_url, from_url, record, encoded record."""
@@ -54,41 +58,87 @@ def new_node(url: str, first_seen_at: int) -> NodeRecord:
     return NodeRecord(url=url, host=host, domain=domain, first_seen_at=first_seen_at)
 
 
-class PartitionIndexes:
-    """The four tables of one state partition; `stats` collects this message's size changes, which
-    the handler adds to the partition's totals once the message succeeded."""
+@dataclass
+class CachedNode:
+    """A node read or written in the current cycle: decoded once, encoded once (at `flush`)."""
 
-    def __init__(self, ctx: Context) -> None:
+    node: NodeRecord
+    stored: bytes | None
+    """The node's value in the store or the cycle's transaction when it entered the cache."""
+    source: str | None = None
+    """The last message that changed it (its changelog header); None while unchanged."""
+
+
+NodeCache = dict[str, CachedNode]
+"""One state partition's nodes touched this cycle, by URL (see `flush_nodes`)."""
+
+
+def snapshot(cached: CachedNode | None) -> CachedNode | None:
+    """A copy to put back if the message changing it fails (its transaction is discarded)."""
+    if cached is None:
+        return None
+    node = cached.node
+    fetch = dataclasses.replace(node.fetch, parts_seen=list(node.fetch.parts_seen))
+    copied = dataclasses.replace(node, crawl_ids=list(node.crawl_ids), fetch=fetch)
+    return CachedNode(copied, cached.stored, cached.source)
+
+
+def flush_nodes(cache: NodeCache, transaction: Transaction, stats: PartitionStats) -> None:
+    """Write the cycle's changed nodes into its transaction, each once, with the source of the last
+    message that changed it (as if every message had written it), then forget them all."""
+    for url, cached in cache.items():
+        if cached.source is None:
+            continue
+        encoded = cached.node.encode()
+        if encoded != cached.stored:
+            key = url.encode()
+            stats.changed(NODES, cached.stored, encoded, key)
+            transaction.put(NODES, key, encoded, cached.source)
+    cache.clear()
+
+
+class PartitionIndexes:
+    """The tables of one state partition for one message. `stats` collects this message's size
+    changes, which the handler adds to the partition's totals once the message succeeded. Nodes go
+    through the partition's per-cycle `NodeCache` instead of the nodes table: a target gets many
+    in-links per cycle and each would read, decode, encode and write the whole node record."""
+
+    def __init__(self, ctx: Context, nodes: NodeCache) -> None:
+        self._ctx = ctx
+        self.source = ctx.source
+        self.cache = nodes
         self.forward = ctx.table(FORWARD)
         self.reverse = ctx.table(REVERSE)
         self.anchors = ctx.table(ANCHORS)
-        self.nodes = ctx.table(NODES)
-        self.stats = PartitionStats()
+        self.stats = StatsDelta()
         self.edges_upserted = 0
 
     def put(self, table: Table, name: str, key: bytes, old: bytes | None, new: bytes) -> None:
         self.stats.changed(name, old, new, key)
         table.put(key, new)
 
-    def node(self, url: str, first_seen_at: int) -> tuple[NodeRecord, bytes | None]:
-        key = url.encode()
-        raw = self.nodes.get(key)
-        if raw is None:
-            return new_node(url, first_seen_at), None
-        node = NodeRecord.decode(raw)
-        node.first_seen_at = min(node.first_seen_at, first_seen_at)
-        return node, raw
+    def node(self, url: str) -> NodeRecord:
+        """The node of `url` as this cycle left it (a new one when unknown); change it in place,
+        then `touched` it, and only after everything that can fail (see the handler)."""
+        cached = self.cache.get(url)
+        if cached is None:
+            raw = self._ctx.table(NODES).get(url.encode())
+            # A new node's first_seen_at is set by its first `touched`.
+            node = NodeRecord.decode(raw) if raw is not None else new_node(url, -1)
+            cached = self.cache[url] = CachedNode(node, raw)
+        return cached.node
 
-    def save_node(self, node: NodeRecord, old: bytes | None) -> None:
-        encoded = node.encode()
-        if encoded != old:
-            self.put(self.nodes, NODES, node.url.encode(), old, encoded)
+    def touched(self, node: NodeRecord, first_seen_at: int) -> None:
+        if node.first_seen_at < 0 or first_seen_at < node.first_seen_at:
+            node.first_seen_at = first_seen_at
+        self.cache[node.url].source = self.source
 
 
 def upsert_page_links(indexes: PartitionIndexes, links: PageLinks, rekey: ReKey) -> None:
     """Apply one part of one fetch's out-links (see the module docstring)."""
     fetched_at = links.fetched_at
-    node, old_node = indexes.node(links.from_url, fetched_at)
+    node = indexes.node(links.from_url)
+    indexes.touched(node, fetched_at)
     node.crawled = True
     node.add_crawl(links.crawl_id)
     if node.fetched_at is None or fetched_at >= node.fetched_at:
@@ -108,7 +158,6 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks, rekey: ReKey)
         node.fetch.parts_seen.sort()
         if node.fetch.complete and node.out_live > node.fetch.refreshed:
             _sweep_gone(indexes, node, fetched_at, rekey)
-    indexes.save_node(node, old_node)
 
 
 def _upsert_forward(
@@ -189,55 +238,51 @@ def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, fetched_at: int, re
 
 
 def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
-    """Apply one re-keyed edge to the reverse index, the target's anchors and its node."""
-    node, old_node = indexes.node(in_link.to_url, in_link.discovered_at)
-    key = edge_key(in_link.to_url, in_link.from_url)
-    # A target with no in-link stored has no reverse entry and no anchor: skip those reads.
-    had_in_links = node.in_total > 0
-    old = indexes.reverse.get(key) if had_in_links else None
+    """Apply one re-keyed edge to the reverse index, the target's anchors and its node.
+
+    Anchor entries are keys only (``to TAB text TAB from``, see `records`): the previous reverse
+    record says which entry to remove, so no count is read or rewritten; queries count them."""
+    to_url, from_url = in_link.to_url, in_link.from_url
+    node = indexes.node(to_url)
+    key = edge_key(to_url, from_url)
+    # A target with no in-link stored has no reverse entry: skip that read.
+    old = indexes.reverse.get(key) if node.in_total > 0 else None
     previous = EdgeRecord.decode(old) if old is not None else None
     if previous is not None and previous.last_seen_at > in_link.last_seen_at:
         return  # a stale copy: the reverse index already reflects a newer fetch
-    record = EdgeRecord(
-        anchor_text=in_link.anchor_text,
+    discovered_at = in_link.discovered_at
+    if previous is not None and previous.discovered_at < discovered_at:
+        discovered_at = previous.discovered_at
+    text, gone = in_link.anchor_text, in_link.gone
+    encoded = EdgeRecord(
+        anchor_text=text,
         context_window=in_link.context_window,
         link_type=in_link.link_type,
         position=in_link.position,
-        discovered_at=in_link.discovered_at,
+        discovered_at=discovered_at,
         last_seen_at=in_link.last_seen_at,
-        rel=list(in_link.rel),
-        gone=in_link.gone,
-    )
-    if previous is not None:
-        record.discovered_at = min(record.discovered_at, previous.discovered_at)
-        if record == previous:
-            return
+        rel=in_link.rel,
+        gone=gone,
+    ).encode()
+    if encoded == old:
+        return
     was_live = previous is not None and not previous.gone
+    old_text = previous.anchor_text if was_live and previous is not None else ""
+    new_text = "" if gone else text
+    if old_text != new_text:
+        if old_text:
+            anchor = anchor_key(to_url, old_text, from_url)
+            indexes.stats.changed(ANCHORS, b"", None, anchor)
+            indexes.anchors.delete(anchor)
+        if new_text:
+            indexes.put(indexes.anchors, ANCHORS, anchor_key(to_url, new_text, from_url), None, b"")
+    indexes.put(indexes.reverse, REVERSE, key, old, encoded)
+    # The node changes last, after everything that can fail: it outlives a failed message.
     if previous is None:
         node.in_total += 1
-    if was_live != (not record.gone):
+    if was_live == gone:
         node.in_live += -1 if was_live else 1
-    if was_live and previous is not None and previous.anchor_text:
-        _count_anchor(indexes, in_link.to_url, previous.anchor_text, -1, known=True)
-    if not record.gone and record.anchor_text:
-        _count_anchor(indexes, in_link.to_url, record.anchor_text, 1, known=had_in_links)
-    indexes.put(indexes.reverse, REVERSE, key, old, record.encode())
-    indexes.save_node(node, old_node)
-
-
-def _count_anchor(
-    indexes: PartitionIndexes, to_url: str, text: str, delta: int, known: bool
-) -> None:
-    key = edge_key(to_url, text)
-    old = indexes.anchors.get(key) if known else None
-    count = (int(old) if old is not None else 0) + delta
-    if count <= 0:
-        if old is not None:
-            indexes.stats.changed(ANCHORS, old, None, key)
-            indexes.anchors.delete(key)
-        return
-    encoded = str(count).encode()
-    indexes.put(indexes.anchors, ANCHORS, key, old, encoded)
+    indexes.touched(node, in_link.discovered_at)
 
 
 def in_link_value(to_url: str, from_url: str, encoded: bytes) -> bytes:
@@ -249,4 +294,5 @@ def in_link_value(to_url: str, from_url: str, encoded: bytes) -> bytes:
 
 @functools.lru_cache(maxsize=1 << 16)
 def by_target_partition(to_url: str, partitions: int) -> int:
-    return links_by_target.partition(to_url, partitions)
+    """`links_by_target.partition`, through librdkafka's murmur2 (`linkgraph.murmur`)."""
+    return partition_of_key(to_url.encode(), partitions)

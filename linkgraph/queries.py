@@ -7,6 +7,7 @@ apply before the limit. Gone edges are listed with ``gone: true`` unless ``live_
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -19,6 +20,7 @@ from linkgraph.records import (
     REVERSE,
     EdgeRecord,
     NodeRecord,
+    anchor_text_of,
     prefix_of,
 )
 
@@ -110,11 +112,9 @@ def edges(reader: Reader, query: EdgeQuery) -> dict[str, Any]:
 
 def anchors(reader: Reader, query: AnchorQuery) -> dict[str, Any]:
     prefix = prefix_of(query.url)
-    counted = [
-        (int(raw), key[len(prefix) :].decode()) for key, raw in reader.table(ANCHORS).scan(prefix)
-    ]
-    counted.sort(key=lambda item: (-item[0], item[1]))
-    listed = [{"text": text, "count": count} for count, text in counted[: query.limit]]
+    counts = Counter(anchor_text_of(key, prefix) for key, _ in reader.table(ANCHORS).scan(prefix))
+    counted = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    listed = [{"text": text, "count": count} for text, count in counted[: query.limit]]
     return {"url": query.url, "anchors": listed}
 
 

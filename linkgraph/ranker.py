@@ -190,9 +190,10 @@ class Ranker:
                     requests, self._requests = self._requests, []
                 due = self._clock.monotonic() - last_ranked >= self._config.interval_s
                 if requests or (due and graph.version != ranked_version):
-                    ranked_version = graph.version
                     last_ranked = self._clock.monotonic()
-                    self._rank_and_answer(graph, requests)
+                    # A failed ranking (scores not delivered) is tried again at the next interval.
+                    ranked = self._rank_and_answer(graph, requests)
+                    ranked_version = graph.version if ranked else -1
         except BaseException as error:
             log.exception("the ranker failed")
             self.error = error
@@ -216,16 +217,17 @@ class Ranker:
         for future in requests:
             future.set_exception(QueryError("this instance stopped ranking", 503))
 
-    def _rank_and_answer(self, graph: CompactGraph, requests: list[Future[dict[str, Any]]]) -> None:
+    def _rank_and_answer(self, graph: CompactGraph, requests: list[Future[dict[str, Any]]]) -> bool:
         try:
             summary = self.rank(graph)
         except LinkGraphError as error:
             log.error("ranking failed: %s", error)
             for future in requests:
                 future.set_exception(QueryError(f"ranking failed: {error}", 503))
-            return
+            return False
         for future in requests:
             future.set_result(summary)
+        return True
 
     def rank(self, graph: CompactGraph) -> dict[str, Any]:
         """Rank `graph` warm from the last vector and publish what changed; returns the summary."""

@@ -6,7 +6,9 @@ deployment's partition count, so one instance owns a URL's out-links, in-links a
 
 - ``forward``: ``from_url TAB to_url`` -> edge record (seed 002's fields; from/to are the key).
 - ``reverse``: ``to_url TAB from_url`` -> the same edge record, built from `links.by-target`.
-- ``anchors``: ``to_url TAB anchor_text`` -> how many live in-links carry that text.
+- ``anchors``: ``to_url TAB anchor_text TAB from_url`` -> empty, one entry per live in-link with a
+  text, so an in-link is indexed by blind writes; the anchors query counts a target's entries per
+  text (a prefix scan of its in-links, as the in-links query does).
 - ``nodes``: ``url`` -> node record; plus one partition summary under ``STATS_KEY``.
 
 Values are compact JSON (orjson) with named fields, so a changelog record reads on its own and an
@@ -38,6 +40,15 @@ MAX_CRAWL_IDS = 16
 
 def edge_key(first: str, second: str) -> bytes:
     return f"{first}{SEPARATOR}{second}".encode()
+
+
+def anchor_key(to_url: str, text: str, from_url: str) -> bytes:
+    """The text may hold a TAB; the source URL cannot, so it is what follows the last one."""
+    return f"{to_url}{SEPARATOR}{text}{SEPARATOR}{from_url}".encode()
+
+
+def anchor_text_of(key: bytes, prefix: bytes) -> str:
+    return key[len(prefix) : key.rindex(b"\t")].decode()
 
 
 def prefix_of(url: str) -> bytes:
@@ -245,10 +256,11 @@ class PartitionStats:
         after = 0 if new is None else len(key) + len(new)
         self.size[table] += after - before
 
-    def add(self, delta: PartitionStats) -> None:
-        for table in TABLES:
-            self.entries[table] += delta.entries[table]
-            self.size[table] += delta.size[table]
+    def add(self, delta: StatsDelta) -> None:
+        entries, size = self.entries, self.size
+        for table, entry_change, size_change in delta.changes:
+            entries[table] += entry_change
+            size[table] += size_change
 
     def encode(self) -> bytes:
         return orjson.dumps({"entries": self.entries, "bytes": self.size})
@@ -262,3 +274,22 @@ class PartitionStats:
         stats.entries.update(value.get("entries", {}))
         stats.size.update(value.get("bytes", {}))
         return stats
+
+
+class StatsDelta:
+    """One message's changes to its partition's stats, added to them once it succeeded (a list,
+    not two dicts per message: a message changes one to three entries)."""
+
+    __slots__ = ("changes",)
+
+    def __init__(self) -> None:
+        self.changes: list[tuple[str, int, int]] = []
+
+    def changed(self, table: str, old: bytes | None, new: bytes | None, key: bytes) -> None:
+        if old is None:
+            if new is not None:
+                self.changes.append((table, 1, len(key) + len(new)))
+        elif new is None:
+            self.changes.append((table, -1, -len(key) - len(old)))
+        else:
+            self.changes.append((table, 0, len(new) - len(old)))

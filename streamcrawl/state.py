@@ -66,6 +66,7 @@ class StoreOptions:
         options.set_max_background_jobs(2)
         table_options = BlockBasedOptions()
         table_options.set_block_cache(self._cache)
+        table_options.set_bloom_filter(10, False)  # a get of an absent key skips the SST files
         # Index and filter blocks live in the shared cache, so they count against its bound
         # instead of growing outside it with every SST file; level-0 ones stay pinned there.
         table_options.set_cache_index_and_filter_blocks(True)

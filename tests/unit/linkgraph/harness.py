@@ -38,6 +38,7 @@ class GraphHarness:
         self.offset = 0
         self.outputs: list[Output] = []
         self.dead_letters: list[str] = []
+        self.last_sources: dict[tuple[str, bytes], str] = {}
         for partition, store in enumerate(self.stores):
             ctx = Context(partition=partition, transaction=Transaction(store))
             self.handler.on_partition_opened(ctx)
@@ -59,6 +60,44 @@ class GraphHarness:
         self.handler.on_tick(Context(partition=partition, transaction=top))
         self.stores[partition].write(top.writes, "changelog", None)
         return ctx.outputs
+
+    def _apply_cycle(self, topic: str, partition: int, values: list[Any]) -> list[Output]:
+        """Several messages in one cycle, as the loop runs them: a child transaction each."""
+        top = Transaction(self.stores[partition])
+        outputs: list[Output] = []
+        for value in values:
+            self.offset += 1
+            child = Transaction(top)
+            source = f"{topic}:{partition}:{self.offset}"
+            ctx = Context(partition=partition, transaction=child, source=source)
+            self.handler.handle(Record(topic, partition, self.offset, None, value, [], 0), ctx)
+            if ctx.dead_letter_reason is not None:
+                self.dead_letters.append(ctx.dead_letter_reason)
+                continue
+            child.merge_into_parent()
+            outputs.extend(ctx.outputs)
+        self.handler.on_tick(Context(partition=partition, transaction=top))
+        self.last_sources = dict(top.sources)
+        self.stores[partition].write(top.writes, "changelog", None)
+        return outputs
+
+    def feed_in_cycles(self, *messages: PageLinks) -> list[Output]:
+        """Like `feed`, but each partition's messages in one cycle, then its in-links in one."""
+        by_partition: dict[int, list[Any]] = {}
+        for message in messages:
+            decoded = PageLinks.model_validate_json(encode(message))
+            by_partition.setdefault(self.partition_of(message.from_url), []).append(decoded)
+        rekeyed: list[Output] = []
+        for partition, values in by_partition.items():
+            rekeyed.extend(self._apply_cycle("links", partition, values))
+        in_links: dict[int, list[Any]] = {}
+        for output in rekeyed:
+            assert output.partition is not None
+            in_links.setdefault(output.partition, []).append(decode_in_link(output.value))
+        for partition, values in in_links.items():
+            self._apply_cycle("links.by-target", partition, values)
+        self.outputs.extend(rekeyed)
+        return rekeyed
 
     def feed(self, *messages: PageLinks, rekey: bool = True) -> list[Output]:
         """Index PageLinks, then (when `rekey`) the in-links they produced; returns the re-keyed."""
