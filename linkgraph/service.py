@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from linkgraph.analyses import AnalysisParameters
 from linkgraph.api import GraphApi
-from linkgraph.apiserver import ApiServer
 from linkgraph.exceptions import PartitionMismatchError
 from linkgraph.export import write_export
 from linkgraph.handler import LinkGraphHandler, LinkGraphTopics
@@ -34,6 +33,7 @@ from linkgraph.routing import RANKER_ROLE, Router
 from schemas import crawls, links, links_by_target, members, scores
 from schemas.canonical import canonical_url
 from schemas.serde import decode
+from streamcrawl.apiserver import ApiServer
 from streamcrawl.clock import SystemClock
 from streamcrawl.kafka import (
     KafkaProducer,
@@ -176,7 +176,7 @@ def main() -> int:
         router = Router(member_table.snapshot, links_topic, counts[links_topic])
         exporter = functools.partial(write_export, table_consumer_config(settings), by_target_topic)
         api = GraphApi(handler, router, ranker, exporter)
-        server = ApiServer(api.app(), options.api_host, options.api_port)
+        server = ApiServer(api.app(), options.api_host, options.api_port, name="graph-api")
         api_address = server.start()
         stack.callback(server.stop)
         log.info(
