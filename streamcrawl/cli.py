@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import threading
@@ -45,9 +46,17 @@ def _print(text: str) -> None:
     sys.stdout.flush()
 
 
+_PROBE_LOG = logging.getLogger("streamcrawl.cli.probe")
+_PROBE_LOG.addHandler(logging.NullHandler())
+_PROBE_LOG.propagate = False
+
+
 def broker_answers(settings: Settings, timeout_s: float = 3.0) -> bool:
+    """Whether the configured broker answers; a refused connection is an answer, not an error
+    to print, so the probe's client logs nowhere."""
     try:
-        metadata = AdminClient(admin_config(settings)).list_topics(timeout=timeout_s)
+        admin = AdminClient(admin_config(settings), logger=_PROBE_LOG)
+        metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException:
         return False
     return bool(metadata.brokers)
