@@ -39,6 +39,7 @@ from streamcrawl.watch import CrawlWatcher, OutcomeTally
 
 DEFAULT_BROKER_DIR = Path(".streamcrawl/kafka")
 STACK_READY_S = 120.0
+MAX_RESTARTS = 5
 
 
 def _print(text: str) -> None:
@@ -337,15 +338,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         try:
             if not stopped.is_set():
                 _print("running; Ctrl-C stops every service (the broker keeps its data)")
-            reported: set[int] = set()
-            while not stopped.wait(1.0):
-                for instance in stack.failed():
-                    if instance.process.pid not in reported:
-                        reported.add(instance.process.pid)
-                        _print(
-                            f"{instance.instance_id} exited with {instance.process.poll()}; "
-                            f"see {instance.log_path}"
-                        )
+            supervise(stack, stopped)
         finally:
             _print("stopping every service")
             codes = stack.stop()
@@ -355,6 +348,23 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
             broker.stop()
             _print("stopped the local broker")
     return 0
+
+
+def supervise(stack: Stack, stopped: threading.Event) -> None:
+    """Until `stopped`: start again any instance that exits with an error, at most
+    `MAX_RESTARTS` times each, since a service that keeps dying needs a person, not a loop."""
+    restarts: dict[str, int] = {}
+    while not stopped.wait(1.0):
+        for instance in stack.failed():
+            count = restarts.get(instance.instance_id, 0)
+            if count >= MAX_RESTARTS:
+                continue
+            restarts[instance.instance_id] = count + 1
+            _print(
+                f"{instance.instance_id} exited with {instance.process.poll()} (log "
+                f"{instance.log_path}); restarting ({count + 1}/{MAX_RESTARTS})"
+            )
+            stack.restart(instance.instance_id)
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:

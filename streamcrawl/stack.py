@@ -110,6 +110,14 @@ class Stack:
         self.instances.append(instance)
         return instance
 
+    def restart_failed(self) -> list[str]:
+        """Start again every instance that exited with an error (a supervisor's one step)."""
+        restarted = []
+        for instance in self.failed():
+            self.restart(instance.instance_id)
+            restarted.append(instance.instance_id)
+        return restarted
+
     def _spawn(self, role: str, number: int, extra_env: dict[str, str]) -> Instance:
         instance_id = f"{role}-{number}"
         env = {**self.env, **self.role_env.get(role, {}), **extra_env}

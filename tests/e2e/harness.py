@@ -42,6 +42,10 @@ EdgeFields = tuple[str, str, str, str, tuple[str, ...], str]
 """to_url, anchor_text, context_window, link_type, rel, position."""
 
 
+class GaveUpError(TimeoutError):
+    """A wait ended early because its give-up condition held."""
+
+
 def edge_fields(edge: Mapping[str, Any]) -> EdgeFields:
     return (
         str(edge["to_url"]),
@@ -69,6 +73,15 @@ class EndToEnd:
         role_env.setdefault("frontier", {}).update(FAST_TIMERS)
         env = self.deployment.env("e2e")
         self.stack = Stack(env, self.root / "logs", role_env=role_env, cwd=REPO)
+        self.restarted: list[str] = []
+
+    def logs_contain(self, text: str) -> list[str]:
+        """Instance ids whose log holds `text`."""
+        return [
+            i.instance_id
+            for i in self.stack.live()
+            if i.log_path.exists() and text in i.log_path.read_text(errors="replace")
+        ]
 
     def start(self) -> EndToEnd:
         self.deployment.create(ALL_TOPICS)
@@ -97,8 +110,16 @@ class EndToEnd:
         return request
 
     def wait_done(
-        self, crawl_id: str, timeout_s: float, while_waiting: Callable[[CrawlView], None] = print
+        self,
+        crawl_id: str,
+        timeout_s: float,
+        while_waiting: Callable[[CrawlView], None] = print,
+        *,
+        supervise: bool = False,
+        give_up: Callable[[], bool] | None = None,
     ) -> CrawlView:
+        """Until the crawl is done. `supervise` restarts instances that exit with an error (as
+        `streamcrawl up` does); `give_up` ends the wait early with GaveUpError when it says so."""
         deadline = time.monotonic() + timeout_s
         with CrawlWatcher(self.deployment.settings("e2e-watch")) as watcher:
             while True:
@@ -110,10 +131,14 @@ class EndToEnd:
                     self.dump_logs()
                     raise TimeoutError(f"crawl {crawl_id} not done in {timeout_s}s: {view}")
                 failed = self.stack.failed()
-                if failed:
+                if failed and not supervise:
                     raise AssertionError(
                         "\n".join(f"{i.instance_id} exited:\n{i.log_tail()}" for i in failed)
                     )
+                self.restarted.extend(self.stack.restart_failed())
+                if give_up is not None and give_up():
+                    self.dump_logs()
+                    raise GaveUpError(f"crawl {crawl_id} abandoned: {view}")
                 time.sleep(0.2)
 
     def dump_logs(self, lines: int = 25) -> None:
@@ -142,24 +167,51 @@ class EndToEnd:
             found.update(edge_fields(edge.model_dump()) for edge in page_links.edges)
         return edges
 
-    def api_address(self, role: str, timeout_s: float = 30) -> str:
-        """A ready instance's API address from `members`."""
-        table: TopicTable[members.Member] = TopicTable(
+    def members_table(self) -> TopicTable[members.Member]:
+        return TopicTable(
             table_consumer_config(self.deployment.settings("e2e-members")),
             self.deployment.topic("members"),
             lambda raw: decode(members.Member, raw),
         )
+
+    def wait_member(
+        self, found: Callable[[members.Member], bool], timeout_s: float, describe: str
+    ) -> members.Member:
+        """The first live member of `members` that `found` accepts, waiting up to `timeout_s`."""
+        table = self.members_table()
         table.start()
         deadline = time.monotonic() + timeout_s
         try:
             while time.monotonic() < deadline:
                 for member in table.snapshot().values():
-                    if member.role == role and member.api_address and is_live(member):
-                        return member.api_address
+                    if is_live(member) and found(member):
+                        return member
                 time.sleep(0.2)
         finally:
             table.stop()
-        raise TimeoutError(f"no {role} instance published an API address in {timeout_s}s")
+        raise TimeoutError(f"{describe} not seen in members within {timeout_s}s")
+
+    def wait_ready(self, instance_id: str, since_ms: int, timeout_s: float = 60) -> None:
+        """Until `instance_id` published itself ready after `since_ms` (epoch milliseconds)."""
+        role, _, _ = instance_id.rpartition("-")
+        self.wait_member(
+            lambda m: (
+                m.role == role
+                and m.instance == instance_id
+                and m.ready
+                and m.updated_at >= since_ms
+                and bool(m.partitions)
+            ),
+            timeout_s,
+            f"{instance_id} ready",
+        )
+
+    def api_address(self, role: str, timeout_s: float = 30) -> str:
+        """A ready instance's API address from `members`."""
+        member = self.wait_member(
+            lambda m: m.role == role and bool(m.api_address), timeout_s, f"a {role} API"
+        )
+        return str(member.api_address)
 
 
 def read_to_end(bootstrap: str, topic: str, timeout_s: float = 60) -> list[bytes]:
@@ -185,10 +237,11 @@ def read_to_end(bootstrap: str, topic: str, timeout_s: float = 60) -> list[bytes
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{topic}: not read to its end in {timeout_s}s")
             for message in consumer.consume(1000, 0.5):
-                if message.error() is None:
-                    positions[message.partition()] = message.offset() + 1
-                    if message.value() is not None:
-                        values.append(message.value())
+                value, partition, offset = message.value(), message.partition(), message.offset()
+                if message.error() is None and partition is not None and offset is not None:
+                    positions[partition] = offset + 1
+                    if value is not None:
+                        values.append(value)
         return values
     finally:
         consumer.close()
