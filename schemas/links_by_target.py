@@ -8,6 +8,8 @@ target lands on one partition.
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from schemas.base import EpochMillis, InternalModel
 from schemas.links import LinkPosition, LinkType
 from schemas.partitioning import partition_for_key
@@ -31,6 +33,7 @@ class InLink(InternalModel):
     context_window: str = ""
     link_type: LinkType
     position: LinkPosition = "CONTENT"
+    rel: list[str] = Field(default_factory=list)
     discovered_at: EpochMillis
     last_seen_at: EpochMillis
     gone: bool = False

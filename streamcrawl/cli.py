@@ -23,6 +23,7 @@ from rich.console import Console
 from schemas import members, seeds
 from schemas.seeds import CrawlRequest
 from schemas.serde import decode, encode
+from streamcrawl import graph_cli
 from streamcrawl.apis import ServiceDirectory
 from streamcrawl.broker import LocalBroker
 from streamcrawl.demo import demo_site
@@ -427,6 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_stack_options(demo)
     add_crawl_options(demo, max_depth=3, delay_ms=100)
     demo.set_defaults(run=cmd_demo)
+
+    graph_cli.add_graph_command(commands)
     return parser
 
 

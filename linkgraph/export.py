@@ -1,0 +1,135 @@
+"""The edge list for graphs beyond one machine: CSV that Spark GraphFrames / GraphX load as is.
+
+Read from `links.by-target`, which holds every edge once per key (to TAB from, compacted; the
+latest record of a key wins), so any instance can export the whole graph without touching the
+partitions other instances own. Records are de-duplicated through a temporary RocksDB on disk, so
+an export is bounded by disk, not memory. Edge columns follow GraphFrames' names: ``src``,
+``dst``, then seed 002's edge fields (``rel`` space-separated). The vertex list has ``id``,
+``host``, ``registered_domain``. Load with
+``spark.read.csv(path, header=True, multiLine=True, escape='"')``.
+"""
+
+from __future__ import annotations
+
+import csv
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from rocksdict import Options, Rdict
+
+from schemas.canonical import host_key, registered_domain
+from streamcrawl.kafka import check_consumer_error, watermarks
+
+EDGE_COLUMNS = (
+    "src",
+    "dst",
+    "anchor_text",
+    "context_window",
+    "link_type",
+    "position",
+    "rel",
+    "discovered_at",
+    "last_seen_at",
+    "gone",
+)
+VERTEX_COLUMNS = ("id", "host", "registered_domain")
+
+
+def read_latest(config: dict[str, Any], topic: str, store: Rdict) -> int:
+    """Every record of `topic` up to its current end into `store` (later ones overwrite)."""
+    consumer = Consumer(config)
+    try:
+        metadata = consumer.list_topics(topic, timeout=30)
+        targets = {}
+        for partition in sorted(metadata.topics[topic].partitions):
+            low, high = watermarks(consumer, TopicPartition(topic, partition), 30.0)
+            if high > low:
+                targets[partition] = high
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in targets])
+        read = 0
+        while targets:
+            for message in consumer.consume(1000, 1.0):
+                error = message.error()
+                if error is not None:
+                    check_consumer_error(error)
+                    continue
+                partition, offset = message.partition(), message.offset()
+                key, value = message.key(), message.value()
+                if key is not None:
+                    if value is None:
+                        store.delete(key)
+                    else:
+                        store[key] = value
+                    read += 1
+                target = targets.get(partition)
+                if target is not None and offset is not None and offset >= target - 1:
+                    del targets[partition]
+        return read
+    finally:
+        consumer.close()
+
+
+def write_export(config: dict[str, Any], topic: str, out: Path, vertices: bool) -> int:
+    """Write the edge (or vertex) CSV to `out`; returns the number of rows."""
+    with tempfile.TemporaryDirectory(prefix="linkgraph-export-") as scratch:
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        store = Rdict(str(Path(scratch) / "edges"), options=options)
+        try:
+            read_latest(config, topic, store)
+            with out.open("w", newline="", encoding="utf-8") as handle:
+                writer = csv.writer(handle)
+                if vertices:
+                    return _vertices(store, writer, Path(scratch))
+                writer.writerow(EDGE_COLUMNS)
+                rows = 0
+                for _, raw in store.items():
+                    edge = orjson.loads(raw)
+                    writer.writerow(
+                        [
+                            edge["from_url"],
+                            edge["to_url"],
+                            edge.get("anchor_text", ""),
+                            edge.get("context_window", ""),
+                            edge["link_type"],
+                            edge.get("position", ""),
+                            " ".join(edge.get("rel", [])),
+                            edge["discovered_at"],
+                            edge["last_seen_at"],
+                            str(bool(edge.get("gone", False))).lower(),
+                        ]
+                    )
+                    rows += 1
+                return rows
+        finally:
+            store.close()
+
+
+def _vertices(store: Rdict, writer: Any, scratch: Path) -> int:
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    nodes = Rdict(str(scratch / "nodes"), options=options)
+    try:
+        for key, _ in store.items():
+            to_url, _, from_url = _raw(key).partition(b"\t")
+            nodes[to_url] = b""
+            nodes[from_url] = b""
+        writer.writerow(VERTEX_COLUMNS)
+        rows = 0
+        for url, _ in nodes.items():
+            text = _raw(url).decode()
+            host = host_key(text)
+            writer.writerow([text, host, registered_domain(host) if host else ""])
+            rows += 1
+        return rows
+    finally:
+        nodes.close()
+
+
+def _raw(key: object) -> bytes:
+    if not isinstance(key, bytes):
+        raise TypeError(f"a raw-mode store yields bytes, not {type(key).__name__}")
+    return key

@@ -1,0 +1,264 @@
+"""What the link graph keeps per partition, and how it is laid out in RocksDB.
+
+Four tables (column families) of one state partition p, which holds every URL whose murmur2
+partition is p (`links` is keyed by source, `links.by-target` partitioned by target, both with the
+deployment's partition count, so one instance owns a URL's out-links, in-links and node):
+
+- ``forward``: ``from_url TAB to_url`` -> edge record (seed 002's fields; from/to are the key).
+- ``reverse``: ``to_url TAB from_url`` -> the same edge record, built from `links.by-target`.
+- ``anchors``: ``to_url TAB anchor_text`` -> how many live in-links carry that text.
+- ``nodes``: ``url`` -> node record; plus one partition summary under ``STATS_KEY``.
+
+Values are compact JSON (orjson) with named fields, so a changelog record reads on its own and an
+older reader ignores fields it does not know. Canonical URLs never contain a TAB (it is
+percent-encoded), so the separator cannot occur inside a URL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from linkgraph.exceptions import CorruptRecordError
+
+FORWARD = "forward"
+REVERSE = "reverse"
+ANCHORS = "anchors"
+NODES = "nodes"
+TABLES = (FORWARD, REVERSE, ANCHORS, NODES)
+
+SEPARATOR = "\t"
+STATS_KEY = b"\x00stats"
+"""Sorts before every URL; the per-partition counts behind the size gauges."""
+MAX_CRAWL_IDS = 16
+"""A node remembers at most this many crawls that saw it (bounded record size)."""
+
+
+def edge_key(first: str, second: str) -> bytes:
+    return f"{first}{SEPARATOR}{second}".encode()
+
+
+def prefix_of(url: str) -> bytes:
+    return f"{url}{SEPARATOR}".encode()
+
+
+def split_key(key: bytes) -> tuple[str, str]:
+    first, _, second = key.decode().partition(SEPARATOR)
+    return first, second
+
+
+def _loads(raw: bytes) -> dict[str, Any]:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise CorruptRecordError(f"undecodable record: {error}") from error
+    if not isinstance(value, dict):
+        raise CorruptRecordError("a record is a JSON object")
+    return value
+
+
+@dataclass
+class EdgeRecord:
+    """One edge; the same record in the forward and the reverse index."""
+
+    anchor_text: str
+    context_window: str
+    link_type: str
+    position: str
+    discovered_at: int
+    last_seen_at: int
+    rel: list[str] = field(default_factory=list)
+    gone: bool = False
+    """The source's latest complete fetch no longer has this link (kept, not forgotten)."""
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {
+                "anchor_text": self.anchor_text,
+                "context_window": self.context_window,
+                "link_type": self.link_type,
+                "position": self.position,
+                "discovered_at": self.discovered_at,
+                "last_seen_at": self.last_seen_at,
+                "rel": self.rel,
+                "gone": self.gone,
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes) -> EdgeRecord:
+        value = _loads(raw)
+        try:
+            return cls(
+                anchor_text=value["anchor_text"],
+                context_window=value["context_window"],
+                link_type=value["link_type"],
+                position=value["position"],
+                discovered_at=value["discovered_at"],
+                last_seen_at=value["last_seen_at"],
+                rel=value.get("rel", []),
+                gone=value.get("gone", False),
+            )
+        except KeyError as error:
+            raise CorruptRecordError(f"edge record without {error}") from error
+
+    def as_json(self, from_url: str, to_url: str) -> dict[str, Any]:
+        """The API's edge record: seed 002's fields plus rel and gone."""
+        return {
+            "from_url": from_url,
+            "to_url": to_url,
+            "anchor_text": self.anchor_text,
+            "context_window": self.context_window,
+            "link_type": self.link_type,
+            "position": self.position,
+            "discovered_at": self.discovered_at,
+            "last_seen_at": self.last_seen_at,
+            "rel": self.rel,
+            "gone": self.gone,
+        }
+
+
+@dataclass
+class FetchAssembly:
+    """The source's newest fetch while its parts arrive: which parts, how many edges refreshed."""
+
+    fetched_at: int = -1
+    parts: int = 1
+    parts_seen: list[int] = field(default_factory=list)
+    refreshed: int = 0
+    """Distinct edges of this fetch seen so far (new, revived or moved forward)."""
+
+    @property
+    def complete(self) -> bool:
+        return len(self.parts_seen) >= self.parts
+
+
+@dataclass
+class NodeRecord:
+    url: str
+    host: str
+    domain: str
+    first_seen_at: int
+    crawled: bool = False
+    fetched_at: int | None = None
+    status: int | None = None
+    title: str | None = None
+    crawl_ids: list[str] = field(default_factory=list)
+    out_live: int = 0
+    out_total: int = 0
+    """Forward edges stored, gone ones included."""
+    in_live: int = 0
+    in_total: int = 0
+    fetch: FetchAssembly = field(default_factory=FetchAssembly)
+
+    def add_crawl(self, crawl_id: str) -> None:
+        if crawl_id not in self.crawl_ids and len(self.crawl_ids) < MAX_CRAWL_IDS:
+            self.crawl_ids.append(crawl_id)
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {
+                "url": self.url,
+                "host": self.host,
+                "domain": self.domain,
+                "first_seen_at": self.first_seen_at,
+                "crawled": self.crawled,
+                "fetched_at": self.fetched_at,
+                "status": self.status,
+                "title": self.title,
+                "crawl_ids": self.crawl_ids,
+                "out_live": self.out_live,
+                "out_total": self.out_total,
+                "in_live": self.in_live,
+                "in_total": self.in_total,
+                "fetch": {
+                    "fetched_at": self.fetch.fetched_at,
+                    "parts": self.fetch.parts,
+                    "parts_seen": self.fetch.parts_seen,
+                    "refreshed": self.fetch.refreshed,
+                },
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes) -> NodeRecord:
+        value = _loads(raw)
+        try:
+            fetch = value.get("fetch") or {}
+            return cls(
+                url=value["url"],
+                host=value["host"],
+                domain=value["domain"],
+                first_seen_at=value["first_seen_at"],
+                crawled=value.get("crawled", False),
+                fetched_at=value.get("fetched_at"),
+                status=value.get("status"),
+                title=value.get("title"),
+                crawl_ids=value.get("crawl_ids", []),
+                out_live=value.get("out_live", 0),
+                out_total=value.get("out_total", 0),
+                in_live=value.get("in_live", 0),
+                in_total=value.get("in_total", 0),
+                fetch=FetchAssembly(
+                    fetched_at=fetch.get("fetched_at", -1),
+                    parts=fetch.get("parts", 1),
+                    parts_seen=fetch.get("parts_seen", []),
+                    refreshed=fetch.get("refreshed", 0),
+                ),
+            )
+        except KeyError as error:
+            raise CorruptRecordError(f"node record without {error}") from error
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "host": self.host,
+            "registered_domain": self.domain,
+            "first_seen_at": self.first_seen_at,
+            "crawled": self.crawled,
+            "fetched_at": self.fetched_at,
+            "status": self.status,
+            "title": self.title,
+            "crawl_ids": self.crawl_ids,
+            "out_degree": self.out_live,
+            "in_degree": self.in_live,
+            "out_links_stored": self.out_total,
+            "in_links_stored": self.in_total,
+        }
+
+
+@dataclass
+class PartitionStats:
+    """Counts and byte sizes of one partition's indexes (key + value bytes), for the gauges."""
+
+    entries: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
+    size: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
+
+    def changed(self, table: str, old: bytes | None, new: bytes | None, key: bytes) -> None:
+        if old is None and new is not None:
+            self.entries[table] += 1
+        elif old is not None and new is None:
+            self.entries[table] -= 1
+        before = 0 if old is None else len(key) + len(old)
+        after = 0 if new is None else len(key) + len(new)
+        self.size[table] += after - before
+
+    def add(self, delta: PartitionStats) -> None:
+        for table in TABLES:
+            self.entries[table] += delta.entries[table]
+            self.size[table] += delta.size[table]
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"entries": self.entries, "bytes": self.size})
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> PartitionStats:
+        if raw is None:
+            return cls()
+        value = _loads(raw)
+        stats = cls()
+        stats.entries.update(value.get("entries", {}))
+        stats.size.update(value.get("bytes", {}))
+        return stats

@@ -1,0 +1,164 @@
+"""Benchmark of the link graph (issue 6), baselines measured in the same run:
+
+1. Edge ingest per CPU second through the real handler and the loop's state path (forward pass:
+   links -> forward index + nodes + re-keyed in-links; reverse pass: in-links -> reverse index +
+   anchors + nodes), against bare rocksdict WriteBatch puts of the same edge records
+   (`tests/bench/linkgraph_ingest.py`). Target: at least 0.5 of the baseline.
+2. PageRank on a graph of at least 2 million edges, timed from the ranker's graph to the scores
+   delivered on a real `scores` topic, against networkx (DiGraph + networkx.pagerank), each in its
+   own process for its peak RSS (`tests/bench/linkgraph_rank.py`). Target: at least 2x faster,
+   same ranking (compared on the top pages and over every page).
+
+The broker is STREAMCRAWL_TEST_BOOTSTRAP or a local one started here. Prints a table; not a test.
+
+    python3 -m tests.bench.bench_linkgraph [--pages 8000 --nodes 300000 --edges 3000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from schemas import scores
+from schemas.registry import ALL_TOPICS
+from streamcrawl.settings import Settings
+from streamcrawl.topics import create_topics
+from tests.bench.linkgraph_ingest import measure
+from tests.broker_source import session_broker
+
+REPO = Path(__file__).resolve().parents[2]
+TOP = 1000
+
+
+@contextmanager
+def broker(root: Path) -> Iterator[str]:
+    given = os.environ.get("STREAMCRAWL_TEST_BOOTSTRAP")
+    if given:
+        yield given
+        return
+    with session_broker(root / "kafka") as bootstrap:
+        yield bootstrap
+
+
+def side(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench.linkgraph_rank", *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{args[0]} side failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def same_ranking(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
+    top_ours = np.argsort(-ours, kind="stable")[:TOP]
+    top_theirs = np.argsort(-theirs, kind="stable")[:TOP]
+    rho = stats.spearmanr(ours, theirs).statistic
+    return {
+        "top_overlap": len(set(top_ours.tolist()) & set(top_theirs.tolist())) / TOP,
+        "top100_same_order": float(np.array_equal(top_ours[:100], top_theirs[:100])),
+        "top_positions_equal": float(np.mean(top_ours == top_theirs)),
+        "spearman": float(rho),
+        "l1": float(np.abs(ours - theirs).sum()),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pages", type=int, default=8000, help="ingest: pages of 25 links")
+    parser.add_argument("--nodes", type=int, default=300_000)
+    parser.add_argument("--edges", type=int, default=3_000_000, help="generated, before dedup")
+    parser.add_argument("--hosts", type=int, default=3000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        ingest = measure(root / "ingest", args.pages, 25, 40)
+        with broker(root) as bootstrap:
+            prefix = f"bench{uuid.uuid4().hex[:6]}."
+            settings = Settings(
+                kafka={"bootstrap_servers": bootstrap, "topic_prefix": prefix, "partitions": 6}
+            )
+            create_topics(settings, tuple(t for t in ALL_TOPICS if t.suffix == "scores"))
+            shape = (str(args.nodes), str(args.edges), str(args.hosts))
+            theirs = side("networkx", *shape, str(root / "nx.npy"))
+            ours = side(
+                "ours", *shape, str(root / "ours.npy"), bootstrap, scores.TOPIC.name(prefix)
+            )
+            reference = np.load(root / "reference.npy")
+            ranking = same_ranking(np.load(root / "ours.npy"), np.load(root / "nx.npy"))
+            ranking["ours_vs_reference_l1"] = float(
+                np.abs(np.load(root / "ours.npy") - reference).sum()
+            )
+            ranking["networkx_vs_reference_l1"] = float(
+                np.abs(np.load(root / "nx.npy") - reference).sum()
+            )
+            exact = same_ranking(np.load(root / "ours.npy"), reference)
+            ranking["ours_vs_reference_top_positions_equal"] = exact["top_positions_equal"]
+            ranking["ours_vs_reference_top100_same_order"] = exact["top100_same_order"]
+    report(ingest, ours, theirs, ranking)
+    return 0
+
+
+def report(
+    ingest: Any, ours: dict[str, Any], theirs: dict[str, Any], ranking: dict[str, float]
+) -> None:
+    edges = ingest.edges
+    print(f"edge ingest, {edges:,} edges in {edges // 25:,} pages (CPU seconds)")
+    print(f"{'what':<48}{'seconds':>10}{'edges/s':>12}{'vs bare':>10}")
+    rows = [
+        ("bare WriteBatch puts (baseline)", ingest.bare_s),
+        ("forward: links -> forward + nodes + re-key", ingest.forward_s),
+        ("reverse: in-links -> reverse + anchors + nodes", ingest.reverse_s),
+        ("both passes (an edge fully indexed)", ingest.forward_s + ingest.reverse_s),
+    ]
+    for name, seconds in rows:
+        print(
+            f"{name:<48}{seconds:>10.2f}{edges / seconds:>12,.0f}{ingest.bare_s / seconds:>10.2f}"
+        )
+    print()
+    print(
+        f"PageRank, {ours['nodes']:,} nodes, {ours['edges']:,} edges "
+        f"({ours['ranked_edges']:,} followed), {ours['iterations']} iterations"
+    )
+    print(f"{'what':<48}{'seconds':>10}{'RSS before':>12}{'peak RSS':>10}")
+    for name, side_result in (
+        ("networkx DiGraph + pagerank (baseline)", theirs),
+        (f"ranker: graph -> {ours['published']:,} scores published", ours),
+    ):
+        before, peak = side_result["rss_before_kib"] / 1024, side_result["peak_kib"] / 1024
+        print(f"{name:<48}{side_result['seconds']:>10.2f}{before:>10.0f}MB{peak:>8.0f}MB")
+    print(f"speed-up: {theirs['seconds'] / ours['seconds']:.2f}x (target >= 2x)")
+    print(
+        f"same ranking: top-{TOP} overlap {ranking['top_overlap']:.3f}, "
+        f"top-100 same order {bool(ranking['top100_same_order'])}, "
+        f"top-{TOP} positions equal {ranking['top_positions_equal']:.3f}, "
+        f"Spearman over all pages {ranking['spearman']:.6f}, L1 {ranking['l1']:.2e}"
+    )
+    print(
+        f"against a tightly converged reference (networkx, tol 1e-14): ranker L1 "
+        f"{ranking['ours_vs_reference_l1']:.2e}, "
+        f"networkx L1 {ranking['networkx_vs_reference_l1']:.2e}; "
+        f"ranker top-100 same order {bool(ranking['ours_vs_reference_top100_same_order'])}, "
+        f"top-{TOP} positions equal {ranking['ours_vs_reference_top_positions_equal']:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

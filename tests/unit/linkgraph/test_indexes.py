@@ -1,0 +1,190 @@
+"""The indexes equal the ground truth of a generated graph: every edge, anchor and field."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from linkgraph.queries import AnchorQuery, EdgeQuery, NodeQuery
+from linkgraph.records import ANCHORS, FORWARD, NODES, REVERSE, STATS_KEY, PartitionStats
+from schemas.links import LinkEdge, PageLinks, PageMeta
+from schemas.links_by_target import InLink
+from tests.unit.linkgraph.harness import GraphHarness
+
+TYPES = ("INTERNAL", "EXTERNAL", "NOFOLLOW", "UGC", "SPONSORED", "REDIRECT")
+POSITIONS = ("NAV", "CONTENT", "FOOTER", "SIDEBAR")
+ANCHOR_WORDS = ("pricing", "about us", "plans", "", "home", "docs")
+
+
+def url(n: int) -> str:
+    return f"https://h{n % 7}.example/page/{n}"
+
+
+def generated_graph(seed: int, sources: int, max_out: int) -> list[PageLinks]:
+    rng = random.Random(seed)
+    pages = []
+    for s in range(sources):
+        targets = rng.sample(range(sources * 2), rng.randint(0, max_out))
+        edges = [
+            LinkEdge(
+                to_url=url(t),
+                anchor_text=rng.choice(ANCHOR_WORDS),
+                context_window=f"ctx {s}->{t}",
+                link_type=rng.choice(TYPES),
+                rel=["nofollow"] if rng.random() < 0.2 else [],
+                position=rng.choice(POSITIONS),
+                discovered_at=1000 + s,
+            )
+            for t in targets
+        ]
+        pages.append(
+            PageLinks(
+                crawl_id="c1",
+                from_url=url(s),
+                fetched_at=1000 + s,
+                edges=edges,
+                page=PageMeta(status=200, title=f"title {s}"),
+            )
+        )
+    return pages
+
+
+def in_parts(page: PageLinks, parts: int) -> list[PageLinks]:
+    size = max(1, -(-len(page.edges) // parts))
+    chunks = [page.edges[i * size : (i + 1) * size] for i in range(parts)]
+    return [
+        page.model_copy(update={"edges": chunk, "part": i, "parts": parts})
+        for i, chunk in enumerate(chunks)
+    ]
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> Iterator[GraphHarness]:
+    harness = GraphHarness(tmp_path, partitions=3)
+    yield harness
+    harness.close()
+
+
+def all_entries(graph: GraphHarness, table: str) -> dict[str, dict[str, object]]:
+    entries = {}
+    for p in range(len(graph.stores)):
+        for key, raw in graph.scan(p, table):
+            if key != STATS_KEY:
+                entries[key.decode()] = raw if table == ANCHORS else orjson.loads(raw)
+    return entries
+
+
+def test_indexes_equal_the_ground_truth(graph: GraphHarness) -> None:
+    pages = generated_graph(seed=7, sources=60, max_out=25)
+    for page in pages:
+        graph.feed(*(in_parts(page, 3) if len(page.edges) > 20 else [page]))
+    expected = {
+        f"{page.from_url}\t{edge.to_url}": {
+            "anchor_text": edge.anchor_text,
+            "context_window": edge.context_window,
+            "link_type": edge.link_type,
+            "position": edge.position,
+            "discovered_at": edge.discovered_at,
+            "last_seen_at": page.fetched_at,
+            "rel": edge.rel,
+            "gone": False,
+        }
+        for page in pages
+        for edge in page.edges
+    }
+    assert all_entries(graph, FORWARD) == expected
+    reverse = {
+        "\t".join(reversed(key.split("\t"))): value
+        for key, value in all_entries(graph, REVERSE).items()
+    }
+    assert reverse == expected
+    anchors = Counter(
+        (edge.to_url, edge.anchor_text) for page in pages for edge in page.edges if edge.anchor_text
+    )
+    stored = {
+        tuple(key.split("\t")): int(raw)  # type: ignore[call-overload]
+        for key, raw in all_entries(graph, ANCHORS).items()
+    }
+    assert stored == dict(anchors)
+    # Every forward entry lives on its source's partition, every reverse one on its target's.
+    for p in range(3):
+        assert all(
+            graph.partition_of(k.decode().split("\t")[0]) == p for k, _ in graph.scan(p, FORWARD)
+        )
+        assert all(
+            graph.partition_of(k.decode().split("\t")[0]) == p for k, _ in graph.scan(p, REVERSE)
+        )
+
+
+def test_nodes_count_degrees_and_crawled(graph: GraphHarness) -> None:
+    pages = generated_graph(seed=3, sources=30, max_out=10)
+    graph.feed(*pages)
+    nodes = all_entries(graph, NODES)
+    in_degree = Counter(edge.to_url for page in pages for edge in page.edges)
+    sources = {page.from_url: page for page in pages}
+    assert set(nodes) == set(sources) | set(in_degree)
+    for node_url, node in nodes.items():
+        assert node["in_live"] == in_degree.get(node_url, 0)
+        page = sources.get(node_url)
+        assert node["crawled"] is (page is not None)
+        assert node["out_live"] == (len(page.edges) if page else 0)
+        if page is not None:
+            assert node["title"] == page.page.title if page.page else None
+            assert node["first_seen_at"] <= page.fetched_at
+    stats = [PartitionStats.decode(graph.stores[p].get(NODES, STATS_KEY)) for p in range(3)]
+    assert sum(s.entries[FORWARD] for s in stats) == sum(len(p.edges) for p in pages)
+    assert sum(s.entries[NODES] for s in stats) == len(nodes)
+    assert all(s.size[FORWARD] > 0 for s in stats)
+
+
+def test_rekeyed_values_validate_as_in_links(graph: GraphHarness) -> None:
+    page = generated_graph(seed=1, sources=5, max_out=8)[2]
+    outputs = graph.feed(page, rekey=False)
+    assert len(outputs) == len(page.edges)
+    for output, edge in zip(outputs, page.edges, strict=True):
+        assert output.topic == "links.by-target"
+        assert output.key == f"{edge.to_url}\t{page.from_url}"
+        assert output.partition == graph.partition_of(edge.to_url)
+        assert output.value is not None
+        in_link = InLink.model_validate_json(output.value)
+        assert (in_link.anchor_text, in_link.link_type, in_link.rel) == (
+            edge.anchor_text,
+            edge.link_type,
+            edge.rel,
+        )
+
+
+def test_queries_paginate_and_filter(graph: GraphHarness) -> None:
+    pages = generated_graph(seed=11, sources=40, max_out=30)
+    graph.feed(*pages)
+    big = max(pages, key=lambda p: len(p.edges))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        answer = graph.query(EdgeQuery("out", big.from_url, limit=7, cursor=cursor))
+        seen.extend(e["to_url"] for e in answer["edges"])
+        cursor = answer["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == sorted(e.to_url for e in big.edges)
+    internal = graph.query(EdgeQuery("out", big.from_url, limit=1000, link_type="INTERNAL"))
+    assert {e["to_url"] for e in internal["edges"]} == {
+        e.to_url for e in big.edges if e.link_type == "INTERNAL"
+    }
+    target = Counter(e.to_url for p in pages for e in p.edges).most_common(1)[0][0]
+    incoming = graph.query(EdgeQuery("in", target, limit=1000, position="CONTENT"))
+    assert {e["from_url"] for e in incoming["edges"]} == {
+        p.from_url for p in pages for e in p.edges if e.to_url == target and e.position == "CONTENT"
+    }
+    anchors = graph.query(AnchorQuery(target))["anchors"]
+    texts = Counter(e.anchor_text for p in pages for e in p.edges if e.to_url == target)
+    assert {a["text"]: a["count"] for a in anchors} == {t: c for t, c in texts.items() if t}
+    assert [a["count"] for a in anchors] == sorted((a["count"] for a in anchors), reverse=True)
+    node = graph.query(NodeQuery(big.from_url))
+    assert node["out_degree"] == len(big.edges)
+    assert node["registered_domain"] == "h" + big.from_url.split("//h")[1][0] + ".example"

@@ -1,0 +1,155 @@
+"""The ranker's graph and global views on crafted graphs: orphans, domain graph, link farms,
+syndication pairs, important pages, top per host and crawl, personalised teleport."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from linkgraph.analyses import AnalysisParameters
+from linkgraph.exceptions import QueryError
+from linkgraph.graph import CompactGraph
+from linkgraph.pagerank import RankParameters
+from linkgraph.publisher import changed_scores
+from linkgraph.ranking import Ranking, build_ranking
+from schemas.links import LinkEdge, PageLinks
+
+ANALYSIS = AnalysisParameters(farm_min_links=5, syndication_min_links=3)
+
+
+def links(
+    source: str,
+    targets: list[str],
+    at: int = 1,
+    kind: str = "INTERNAL",
+    crawl: str = "c1",
+    part: int = 0,
+    parts: int = 1,
+) -> PageLinks:
+    return PageLinks(
+        crawl_id=crawl,
+        from_url=source,
+        fetched_at=at,
+        part=part,
+        parts=parts,
+        edges=[
+            LinkEdge(to_url=t, link_type=kind, discovered_at=at)  # type: ignore[arg-type]
+            for t in targets
+        ],
+    )
+
+
+def ranked(graph: CompactGraph, seeds: dict[str, list[str]] | None = None) -> Ranking:
+    return build_ranking(graph, 1, 0, seeds or {}, RankParameters(), ANALYSIS, None)
+
+
+def test_newest_fetch_wins_parts_add_up_and_late_older_fetches_are_ignored() -> None:
+    graph = CompactGraph()
+    graph.add(links("https://a.example/", ["https://a.example/1", "https://a.example/2"], at=1))
+    graph.add(links("https://a.example/", ["https://a.example/3"], at=2, part=1, parts=2))
+    graph.add(links("https://a.example/", ["https://a.example/4"], at=2, part=0, parts=2))
+    graph.add(links("https://a.example/", ["https://a.example/4"], at=2, part=0, parts=2))
+    assert not graph.add(links("https://a.example/", ["https://a.example/1"], at=1))
+    source = graph.sources[graph.ids["https://a.example/"]]
+    assert sorted(graph.urls[t] for t in source.targets) == [
+        "https://a.example/3",
+        "https://a.example/4",
+    ]
+
+
+def test_orphans_are_crawled_pages_without_internal_in_links_seeds_excepted() -> None:
+    graph = CompactGraph()
+    home, about, lost, seed = (f"https://a.example/{p}" for p in ("", "about", "lost", "seed"))
+    graph.add(links(home, [about, home]))  # a self-link is no in-link
+    graph.add(links(about, [home]))
+    graph.add(links(lost, [home, lost]))
+    graph.add(links(seed, [home]))
+    graph.add(links("https://b.example/", [lost], kind="EXTERNAL"))  # external: still an orphan
+    views = ranked(graph, {"c1": [seed]})
+    orphans = {o["url"] for o in views.answer("orphans", {})}
+    assert orphans == {lost, "https://b.example/"}
+
+
+def test_domain_graph_farms_and_syndication() -> None:
+    graph = CompactGraph()
+    farm = [f"https://spam.example/{i}" for i in range(6)]
+    for i, page in enumerate(farm):
+        # 6 pages x 2 links to money.example, one page also links elsewhere: 12/13 > 90%.
+        targets = [f"https://money.example/{i}", f"https://money.example/x{i}"]
+        if i == 0:
+            targets.append("https://other.example/")
+        graph.add(links(page, targets, kind="EXTERNAL"))
+    mixed = [f"https://blog.example/{i}" for i in range(6)]
+    for i, page in enumerate(mixed):  # 50/50 between two domains: no farm
+        graph.add(links(page, [f"https://x.example/{i}", f"https://y.example/{i}"]))
+    for i in range(3):  # news <-> wire, three links each way: syndication
+        graph.add(links(f"https://news.example/{i}", [f"https://wire.example/{i}"]))
+        graph.add(links(f"https://wire.example/{i}", [f"https://news.example/{i}"]))
+    graph.add(links("https://news.example/9", ["https://wire.example/9"]))
+    views = ranked(graph)
+    farms = views.answer("farms", {})
+    assert [(f["domain"], f["target_domain"], f["links_out"]) for f in farms] == [
+        ("spam.example", "money.example", 13)
+    ]
+    assert farms[0]["share"] == pytest.approx(12 / 13)
+    pairs = views.answer("syndication", {})
+    assert pairs == [{"domains": ["news.example", "wire.example"], "links_ab": 4, "links_ba": 3}]
+    domains = {(d["from"], d["to"]): d["links"] for d in views.answer("domains", {})}
+    assert domains[("spam.example", "money.example")] == 12
+    assert domains[("blog.example", "x.example")] == 6
+    assert domains[("news.example", "wire.example")] == 4
+
+
+def test_top_per_host_and_crawl_and_important_pages() -> None:
+    graph = CompactGraph()
+    hub = "https://a.example/hub"
+    for i in range(30):
+        graph.add(links(f"https://a.example/{i}", [hub]))
+    graph.add(links("https://b.example/", ["https://b.example/x"], crawl="c2"))
+    views = ranked(graph)
+    top = views.answer("top", {"limit": "3"})["pages"]
+    assert top[0]["url"] == hub
+    assert [p["score"] for p in top] == sorted((p["score"] for p in top), reverse=True)
+    only_b = views.answer("top", {"host": "b.example"})["pages"]
+    assert {p["url"] for p in only_b} == {"https://b.example/", "https://b.example/x"}
+    crawl_two = views.answer("top", {"crawl_id": "c2"})["pages"]
+    assert {p["url"] for p in crawl_two} == {"https://b.example/", "https://b.example/x"}
+    important = views.answer("important", {})["pages"]
+    assert [p["url"] for p in important] == [hub]
+    assert views.answer("top", {"crawl_id": "nope"})["pages"] == []
+
+
+def test_nofollow_links_pass_no_rank() -> None:
+    graph = CompactGraph()
+    for i in range(10):
+        graph.add(links(f"https://a.example/{i}", ["https://a.example/paid"], kind="SPONSORED"))
+    graph.add(links("https://a.example/x", ["https://a.example/real"]))
+    views = ranked(graph)
+    scores = {p["url"]: p["score"] for p in views.answer("top", {"limit": "100"})["pages"]}
+    assert scores["https://a.example/real"] > scores["https://a.example/paid"]
+
+
+def test_personalised_teleport_by_seeds_and_pattern() -> None:
+    graph = CompactGraph()
+    for i in range(20):
+        graph.add(links(f"https://a.example/{i}", [f"https://a.example/{(i + 1) % 20}"]))
+        graph.add(links(f"https://b.example/{i}", [f"https://b.example/{(i + 1) % 20}"]))
+    views = ranked(graph, {"c1": ["https://b.example/3"]})
+    seeded = views.answer("top", {"teleport": "seeds", "limit": "1"})["pages"]
+    assert seeded[0]["url"] == "https://b.example/3"
+    by_pattern = views.answer(
+        "top", {"teleport": "pattern", "pattern": r"a\.example", "limit": "20"}
+    )
+    assert all(p["url"].startswith("https://a.example/") for p in by_pattern["pages"])
+    assert by_pattern["personalised"] is True
+    with pytest.raises(QueryError):
+        views.answer("top", {"teleport": "pattern", "pattern": "("})
+    with pytest.raises(QueryError):
+        views.answer("top", {"teleport": "pattern", "pattern": "nothing-matches"})
+
+
+def test_only_changed_scores_are_published() -> None:
+    previous = np.array([0.5, 0.3, 0.2])
+    scores = np.array([0.5004, 0.25, 0.2, 0.05])
+    assert changed_scores(scores, previous, 0.01).tolist() == [1, 3]
+    assert changed_scores(scores, None, 0.01).tolist() == [0, 1, 2, 3]
