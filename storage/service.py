@@ -1,14 +1,168 @@
-"""Wires the storage handler into the kernel's service loop (`streamcrawl.service.run_service`)."""
+"""`python -m storage`: one storage instance (DESIGN section 3, step 6).
+
+Consumes `pages` (keyed by URL, so a giant host's pages spread over every storage instance) in the
+storage group, keeps the URL index as the kernel's per-partition state (table `pages`, changelog
+`changelog.storage`) and writes blobs and WARC files under the shared `storage.root`
+(`STREAMCRAWL_STORAGE__ROOT`). It produces nothing but dead letters and its changelog.
+
+On start it first clears what a previous run of the same instance id left half done: its own blob
+temporaries, and the torn tail and open markers of its own WARC files (`WarcWriter.recover`). Then
+it serves the page API (`storage.api`) on `storage.api_host:api_port` (port 0: any free port),
+published in `members` as `api_address`, and runs the loop until SIGTERM.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
-from streamcrawl.stack import NOT_BUILT_EXIT
+from aiohttp import web
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
-NOT_BUILT = "the storage service is not built yet (issue 7); nothing was started"
+from schemas import members, pages
+from schemas.serde import decode, decode_page
+from storage.api import build_app
+from storage.blobs import BlobStore
+from storage.exceptions import ApiPortUnavailableError
+from storage.handler import StorageHandler
+from storage.routing import LocalIndex, PageRouter
+from storage.settings import StorageServiceSettings
+from storage.warc import WarcWriter
+from streamcrawl.crashpoints import CrashPoints
+from streamcrawl.kafka import admin_config, table_consumer_config
+from streamcrawl.logs import configure_logging
+from streamcrawl.service import run_service, service_spec
+from streamcrawl.spec import Input
+from streamcrawl.table import TopicTable
+from streamcrawl.topics import topic_name
+
+log = logging.getLogger(__name__)
+
+METADATA_TIMEOUT_S = 30.0
+
+
+class ApiServer:
+    """An aiohttp application on its own thread and event loop, so the synchronous service loop
+    never delays a request and a request never delays the loop."""
+
+    def __init__(self, app: web.Application, host: str, port: int) -> None:
+        self._app = app
+        self._host = host
+        self._port = port
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="api")
+
+    def start(self) -> str:
+        """Serve; returns `host:port` once bound, raises OSError when the address is taken."""
+        self._thread.start()
+        return asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(timeout=10)
+
+    async def _serve(self) -> str:
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        port = self._runner.addresses[0][1] if self._runner.addresses else self._port
+        return f"{self._host}:{port}"
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+
+def partition_count(settings: StorageServiceSettings, topic: str) -> int:
+    metadata = AdminClient(admin_config(settings)).list_topics(topic, timeout=METADATA_TIMEOUT_S)
+    described = metadata.topics.get(topic)
+    if described is None or described.error is not None or not described.partitions:
+        raise KafkaException(f"topic {topic} does not exist (run `streamcrawl topics create`)")
+    return len(described.partitions)
+
+
+def decode_member(raw: bytes | None) -> members.Member:
+    member: members.Member = decode(members.Member, raw)
+    return member
+
+
+def start_api(
+    settings: StorageServiceSettings,
+    router: PageRouter,
+    blobs: BlobStore,
+    stack: contextlib.ExitStack,
+) -> str:
+    options = settings.storage
+    server = ApiServer(build_app(router, blobs), options.api_host, options.api_port)
+    try:
+        address = server.start()
+    except OSError as error:
+        server.stop()
+        raise ApiPortUnavailableError(
+            f"page API cannot listen on {options.api_host}:{options.api_port}: {error}"
+        ) from error
+    stack.callback(server.stop)
+    log.info("storage %s serving the page API on http://%s", settings.instance_id, address)
+    return address
 
 
 def main() -> int:
-    sys.stderr.write(f"streamcrawl: {NOT_BUILT}\n")
-    return NOT_BUILT_EXIT
+    settings = StorageServiceSettings()
+    configure_logging("storage", settings.instance_id, settings.log_level)
+    options = settings.storage
+    crash_points = CrashPoints(settings.crash_at)
+    blobs = BlobStore(
+        options.root,
+        settings.instance_id,
+        level=options.blob_zstd_level,
+        fsync=options.fsync,
+        crash_points=crash_points,
+    )
+    warc = WarcWriter(
+        options.root,
+        settings.instance_id,
+        max_bytes=options.warc_max_bytes,
+        gzip_level=options.warc_gzip_level,
+        fsync=options.fsync,
+        max_open=options.max_open_warcs,
+        crash_points=crash_points,
+    )
+    removed = blobs.remove_own_temporaries()
+    recovered = warc.recover()
+    if removed or recovered:
+        log.warning("recovered after a crash: %d blob temporaries, WARC %s", removed, recovered)
+    pages_topic = topic_name(settings, pages.TOPIC)
+    try:
+        local = LocalIndex(partition_count(settings, pages_topic))
+    except KafkaException as error:
+        sys.stderr.write(f"streamcrawl: storage cannot start: {error}\n")
+        return 2
+    with contextlib.ExitStack() as stack:
+        stack.callback(warc.close)
+        executor = None
+        if options.parallel_compression:
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage-warc")
+            stack.callback(executor.shutdown)
+        handler = StorageHandler(blobs, warc, options.history_limit, executor)
+        spec = service_spec(
+            settings, "storage", (Input(pages_topic, decode_page),), tables=handler.tables()
+        )
+        api_address = None
+        if options.api_enabled:
+            member_table: TopicTable[members.Member] = TopicTable(
+                table_consumer_config(settings), topic_name(settings, members.TOPIC), decode_member
+            )
+            member_table.start()
+            stack.callback(member_table.stop)
+            router = PageRouter(local, member_table, pages_topic, settings.instance_id)
+            try:
+                api_address = start_api(settings, router, blobs, stack)
+            except ApiPortUnavailableError as error:
+                log.error("%s", error)
+                return 2
+        return run_service(spec, handler, settings, on_ready=local.attach, api_address=api_address)

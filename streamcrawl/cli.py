@@ -23,7 +23,7 @@ from rich.console import Console
 from schemas import members, seeds
 from schemas.seeds import CrawlRequest
 from schemas.serde import decode, encode
-from streamcrawl import graph_cli
+from streamcrawl import graph_cli, page_cli
 from streamcrawl.apis import ServiceDirectory
 from streamcrawl.broker import LocalBroker
 from streamcrawl.demo import demo_site
@@ -430,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=cmd_demo)
 
     graph_cli.add_graph_command(commands)
+    page_cli.add_commands(commands)  # page, storage
     return parser
 
 

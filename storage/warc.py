@@ -1,0 +1,391 @@
+"""The WARC writer of one storage instance: request, response and revisit records via warcio.
+
+For each fetch it writes the response (or, for an unchanged page, a revisit record with the
+identical-payload-digest profile pointing at the earlier response) followed by the request, each its
+own gzip member (ISA-L deflate: the same format as zlib's, several times faster), to the current
+file of the page's crawl (layout in `storage.warcfiles`). A file is rotated before it would pass
+`warc_max_bytes`; each file begins with a warcinfo record.
+
+Fields: WARC-Target-URI (the URL the body came from), WARC-Date (the fetch time, milliseconds),
+WARC-Payload-Digest and WARC-Block-Digest (sha256, base32), WARC-Truncated: length when the fetcher
+cut the body, WARC-Concurrent-To linking the request to its response. The HTTP header block is the
+response's as the fetcher saw it, except that the body is stored decoded: Content-Encoding and
+Transfer-Encoding are kept as X-Archive-Orig-* and Content-Length is the stored length, so the
+record's HTTP message is self-consistent (what wget and Heritrix's tooling do with decoded bodies).
+
+Idempotence: record ids are derived from the fetch (URL, fetch time, lease id), so a redelivered
+page yields the same ids. The writer remembers the location of every record it wrote recently; after
+a crash it learns them again from its journal (`storage.journal`, which also covers files rotated
+since the last commit) and from a walk of the files it had open (where a torn last member is cut
+off). A record it already holds is not written again: its existing location is returned. A page
+redelivered to a different instance (after a rebalance) does append a second, identical record to
+that instance's file, which the index does not point to and `storage export` drops by record id.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import http
+import io
+import os
+import re
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import urlsplit
+
+from isal import isal_zlib
+from warcio.recordbuilder import RecordBuilder
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from schemas.pages import FetchedPage
+from storage.exceptions import WarcError
+from storage.journal import RecordJournal
+from storage.warcfiles import (
+    OPEN_SUFFIX,
+    WARC_DIR,
+    WARC_SUFFIX,
+    TornMemberError,
+    crawl_directory,
+    iter_members,
+    record_head,
+)
+from streamcrawl.crashpoints import CrashPoints
+
+FILE_PREFIX = "streamcrawl"
+WARC_VERSION = "WARC/1.1"
+RECORD_NAMESPACE = uuid.UUID("6f1b8f5e-3c2a-4f4e-9a57-2a0c0e7d7b11")
+REMEMBERED_RECORDS = 50_000
+"""Record ids kept for redelivery detection: far more than can be uncommitted at once (at most
+`loop.max_uncommitted_per_partition`, 500 by default, per partition held)."""
+CRASH_MID_WARC = "storage_mid_warc"
+"""Crash point: half of a fetch's records are in the file, the rest never will be."""
+_ENCODING_HEADERS = {"content-encoding", "transfer-encoding"}
+_LINE_BREAKS = re.compile(r"[\r\n]+")
+
+
+@dataclass(frozen=True, slots=True)
+class WarcLocation:
+    file: str
+    """Relative to `storage.root`."""
+    offset: int
+    length: int
+    record_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RevisitTarget:
+    """The earlier response an unchanged page's revisit record refers to."""
+
+    record_id: str
+    target_uri: str
+    date: str
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenFetch:
+    location: WarcLocation
+    """The response or revisit record."""
+    bytes_written: int
+    """0 when the records were already in a file (a redelivery)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedFetch:
+    """A fetch's records, each a compressed gzip member, ready to append."""
+
+    crawl_id: str
+    main_id: str
+    main: bytes
+    request: bytes
+    known: WarcLocation | None
+    """Set when these records are already in a file: nothing is appended."""
+
+
+@dataclass
+class _OpenFile:
+    path: Path
+    relative: str
+    handle: BinaryIO
+    size: int
+
+
+def record_id(kind: str, page: FetchedPage) -> str:
+    name = f"{kind}\n{page.url}\n{page.fetched_at}\n{page.lease_id}"
+    return f"<urn:uuid:{uuid.uuid5(RECORD_NAMESPACE, name)}>"
+
+
+@functools.lru_cache(maxsize=1024)
+def warc_date(epoch_ms: int) -> str:
+    moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+
+
+def b32_digest(sha256: bytes) -> str:
+    """A WARC digest value: `sha256:` and the digest in base32."""
+    return "sha256:" + base64.b32encode(sha256).decode()
+
+
+def sha256_digest(hex_digest: str) -> str:
+    """A WARC digest value from a hex SHA-256."""
+    return b32_digest(bytes.fromhex(hex_digest))
+
+
+EMPTY_PAYLOAD_DIGEST = b32_digest(hashlib.sha256(b"").digest())
+"""A GET request carries no body."""
+
+
+def _clean(value: str) -> str:
+    return _LINE_BREAKS.sub(" ", value)
+
+
+def response_headers(page: FetchedPage, body_length: int) -> StatusAndHeaders:
+    try:
+        reason = http.HTTPStatus(page.status).phrase
+    except ValueError:
+        reason = "Unknown"
+    headers: list[tuple[str, str]] = []
+    for name, value in page.headers.items():
+        lowered = name.lower()
+        if lowered == "content-length":
+            continue
+        shown = f"X-Archive-Orig-{name}" if lowered in _ENCODING_HEADERS else name
+        headers.append((_clean(shown), _clean(value)))
+    headers.append(("Content-Length", str(body_length)))
+    return StatusAndHeaders(f"{page.status} {reason}", headers, protocol="HTTP/1.1")
+
+
+def request_bytes(url: str) -> bytes:
+    """The request as the fetcher sends it; the fetcher records no request headers of its own."""
+    parts = urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
+
+
+class WarcWriter:
+    def __init__(
+        self,
+        root: Path,
+        instance_id: str,
+        *,
+        max_bytes: int,
+        gzip_level: int = 1,
+        fsync: bool = False,
+        max_open: int = 16,
+        crash_points: CrashPoints | None = None,
+    ) -> None:
+        self.root = root
+        self._instance = re.sub(r"[^A-Za-z0-9.-]", "_", instance_id)
+        self._max_bytes = max_bytes
+        self._level = gzip_level
+        self._fsync = fsync
+        self._max_open = max_open
+        self._crash = crash_points or CrashPoints(None)
+        self._builder = RecordBuilder(warc_version=WARC_VERSION)
+        self._open: OrderedDict[str, _OpenFile] = OrderedDict()
+        self._known: OrderedDict[str, WarcLocation] = OrderedDict()
+        self._serial = 0
+        self._journal = RecordJournal(root, self._instance, REMEMBERED_RECORDS // 2, fsync)
+
+    # ----- recovery --------------------------------------------------------------------------
+
+    def recover(self) -> list[str]:
+        """Close out the files this instance had open when it died: cut a torn last member, learn
+        the ids of the records they hold, remove their `.open` markers. Returns their paths. The
+        journal first tells where the records of files closed before the crash are."""
+        for key, file, offset, length in self._journal.entries():
+            self._remember(key, WarcLocation(file, offset, length, key))
+        recovered = []
+        base = self.root / WARC_DIR
+        suffix = f"-{self._instance}{WARC_SUFFIX}{OPEN_SUFFIX}"
+        for marker in sorted(base.glob(f"*/*{suffix}")) if base.is_dir() else []:
+            path = marker.with_name(marker.name.removesuffix(OPEN_SUFFIX))
+            if path.exists():
+                self._recover_file(path)
+            marker.unlink()
+            recovered.append(path.relative_to(self.root).as_posix())
+        return recovered
+
+    def _recover_file(self, path: Path) -> None:
+        relative = path.relative_to(self.root).as_posix()
+        good_end = 0
+        with path.open("rb") as handle:
+            try:
+                for member in iter_members(handle):
+                    head = record_head(member.data)
+                    if head.record_type in {"response", "revisit"}:
+                        self._remember(
+                            head.record_id,
+                            WarcLocation(relative, member.offset, member.length, head.record_id),
+                        )
+                    good_end = member.offset + member.length
+            except TornMemberError:
+                pass  # everything from good_end on is the torn tail, cut below
+        if path.stat().st_size != good_end:
+            with path.open("r+b") as handle:
+                handle.truncate(good_end)
+            cut = [
+                key
+                for key, known in self._known.items()
+                if known.file == relative and known.offset + known.length > good_end
+            ]
+            for key in cut:
+                del self._known[key]
+
+    def _remember(self, key: str, location: WarcLocation) -> None:
+        self._known[key] = location
+        self._known.move_to_end(key)
+        while len(self._known) > REMEMBERED_RECORDS:
+            self._known.popitem(last=False)
+
+    # ----- writing ---------------------------------------------------------------------------
+
+    def write_response(self, page: FetchedPage, body: bytes) -> WrittenFetch:
+        return self.append(self.prepare_response(page, body))
+
+    def write_revisit(self, page: FetchedPage, refers_to: RevisitTarget) -> WrittenFetch:
+        return self.append(self.prepare_revisit(page, refers_to))
+
+    def prepare_response(self, page: FetchedPage, body: bytes) -> PreparedFetch:
+        """The fetch's records built and compressed, not yet written. Touches no writer state, so
+        it may run on another thread while the blob is compressed (see `StorageHandler`)."""
+        response_id = record_id("response", page)
+        known = self._known.get(response_id)
+        if known is not None:
+            return PreparedFetch(page.crawl_id, response_id, b"", b"", known)
+        http_headers = response_headers(page, len(body))
+        http_headers.compute_headers_buffer()
+        block = hashlib.sha256(http_headers.headers_buff)
+        block.update(body)
+        fields = self._fields(page, response_id)
+        fields["WARC-Payload-Digest"] = sha256_digest(page.sha256)
+        fields["WARC-Block-Digest"] = b32_digest(block.digest())
+        if page.truncated:
+            fields["WARC-Truncated"] = "length"
+        record = self._builder.create_warc_record(
+            page.final_url,
+            "response",
+            payload=io.BytesIO(body),
+            length=len(body),
+            http_headers=http_headers,
+            warc_headers_dict=fields,
+        )
+        return self._prepared(page, response_id, record)
+
+    def prepare_revisit(self, page: FetchedPage, refers_to: RevisitTarget) -> PreparedFetch:
+        revisit_id = record_id("revisit", page)
+        known = self._known.get(revisit_id)
+        if known is not None:
+            return PreparedFetch(page.crawl_id, revisit_id, b"", b"", known)
+        fields = self._fields(page, revisit_id)
+        fields["WARC-Refers-To"] = refers_to.record_id
+        record = self._builder.create_revisit_record(
+            page.final_url,
+            sha256_digest(page.sha256),
+            refers_to.target_uri,
+            refers_to.date,
+            http_headers=response_headers(page, 0),
+            warc_headers_dict=fields,
+        )
+        return self._prepared(page, revisit_id, record)
+
+    def _fields(self, page: FetchedPage, own_id: str) -> dict[str, str]:
+        return {"WARC-Record-ID": own_id, "WARC-Date": warc_date(page.fetched_at)}
+
+    def _serialize(self, record: object) -> bytes:
+        """warcio's serialization, uncompressed, made into one gzip member by ISA-L."""
+        out = io.BytesIO()
+        WARCWriter(out, gzip=False, warc_version=WARC_VERSION).write_record(record)
+        return isal_zlib.compress(out.getbuffer(), self._level, wbits=31)
+
+    def _prepared(self, page: FetchedPage, main_id: str, main: object) -> PreparedFetch:
+        request_id = record_id("request", page)
+        message = request_bytes(page.final_url)
+        request = self._builder.create_warc_record(
+            page.final_url,
+            "request",
+            payload=io.BytesIO(message),
+            length=len(message),
+            warc_headers_dict={
+                **self._fields(page, request_id),
+                "WARC-Concurrent-To": main_id,
+                "WARC-Payload-Digest": EMPTY_PAYLOAD_DIGEST,
+                "WARC-Block-Digest": b32_digest(hashlib.sha256(message).digest()),
+            },
+        )
+        return PreparedFetch(
+            page.crawl_id, main_id, self._serialize(main), self._serialize(request), None
+        )
+
+    def append(self, prepared: PreparedFetch) -> WrittenFetch:
+        """Write prepared records to the crawl's current file (nothing when already written)."""
+        if prepared.known is not None:
+            return WrittenFetch(prepared.known, 0)
+        data = prepared.main + prepared.request
+        current = self._file_for(prepared.crawl_id, len(data))
+        main_id = prepared.main_id
+        location = WarcLocation(current.relative, current.size, len(prepared.main), main_id)
+        self._append(current, data)
+        self._remember(prepared.main_id, location)
+        self._journal.append(prepared.main_id, location.file, location.offset, location.length)
+        return WrittenFetch(location, len(data))
+
+    def _append(self, current: _OpenFile, data: bytes, *, crash_point: bool = True) -> None:
+        half = len(data) // 2
+        try:
+            current.handle.write(data[:half])
+            if crash_point:
+                current.handle.flush()
+                self._crash.reached(CRASH_MID_WARC)
+            current.handle.write(data[half:])
+            current.handle.flush()
+            if self._fsync:
+                os.fsync(current.handle.fileno())
+        except OSError as error:
+            raise WarcError(f"cannot append to {current.relative}: {error}") from error
+        current.size += len(data)
+
+    def _file_for(self, crawl_id: str, incoming: int) -> _OpenFile:
+        directory = crawl_directory(crawl_id)
+        current = self._open.get(directory)
+        if current is not None and current.size + incoming > self._max_bytes:
+            self._close(directory)
+            current = None
+        if current is None:
+            current = self._start_file(directory)
+            self._open[directory] = current
+            while len(self._open) > self._max_open:
+                self._close(next(iter(self._open)))
+        self._open.move_to_end(directory)
+        return current
+
+    def _start_file(self, directory: str) -> _OpenFile:
+        self._serial += 1
+        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S%f")[:17]
+        name = f"{FILE_PREFIX}-{stamp}-{self._serial:05d}-{self._instance}{WARC_SUFFIX}"
+        path = self.root / WARC_DIR / directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.with_name(name + OPEN_SUFFIX).touch()
+        handle = path.open("ab")
+        info = self._builder.create_warcinfo_record(
+            name, {"software": "streamcrawl", "format": "WARC File Format 1.1"}
+        )
+        current = _OpenFile(path, path.relative_to(self.root).as_posix(), handle, handle.tell())
+        self._append(current, self._serialize(info), crash_point=False)
+        return current
+
+    def _close(self, directory: str) -> None:
+        current = self._open.pop(directory)
+        current.handle.close()
+        current.path.with_name(current.path.name + OPEN_SUFFIX).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        for directory in list(self._open):
+            self._close(directory)
+        self._journal.close()
