@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TextIO
 
 from aiohttp import web
 
@@ -30,12 +31,51 @@ class ServedRequest:
     status: int
 
 
-class SiteServer:
-    """The site's hosts, served from one background thread; use as a context manager."""
+class RequestRecord:
+    """What a served site saw; subclasses say where the requests are kept."""
 
-    def __init__(self, graph: SiteGraph) -> None:
+    graph: SiteGraph
+
+    @property
+    def site(self) -> BoundSite:
+        raise NotImplementedError
+
+    def snapshot(self) -> list[ServedRequest]:
+        raise NotImplementedError
+
+    def page_requests(self) -> list[tuple[str, ServedRequest]]:
+        """Every request but robots.txt, as (URL, request)."""
+        site = self.site
+        return [
+            (site.origin(r.host) + r.path_qs, r)
+            for r in self.snapshot()
+            if r.path_qs != "/robots.txt"
+        ]
+
+    def smallest_gap_s(self) -> dict[int, float]:
+        """Per host, the smallest time between two consecutive requests (robots.txt included)."""
+        by_host: dict[int, list[float]] = {}
+        for request in self.snapshot():
+            by_host.setdefault(request.host, []).append(request.at)
+        gaps = {}
+        for host, times in by_host.items():
+            times.sort()
+            if len(times) > 1:
+                gaps[host] = min(b - a for a, b in itertools.pairwise(times))
+        return gaps
+
+
+class SiteServer(RequestRecord):
+    """The site's hosts, served from one background thread; use as a context manager.
+
+    With ``request_log``, every request is also written there as a line as it arrives
+    (``at host status path``), for a reader in another process.
+    """
+
+    def __init__(self, graph: SiteGraph, request_log: TextIO | None = None) -> None:
         self.graph = graph
         self.requests: list[ServedRequest] = []
+        self._request_log = request_log
         self._site: BoundSite | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="site")
@@ -73,11 +113,13 @@ class SiteServer:
 
     def _handler(self, host: int) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def answer(request: web.Request) -> web.StreamResponse:
+            at = time.monotonic()
             response = self.response(host, request.path)
+            served = ServedRequest(at, host, request.path_qs, response.status)
             with self._lock:
-                self.requests.append(
-                    ServedRequest(time.monotonic(), host, request.path_qs, response.status)
-                )
+                self.requests.append(served)
+            if self._request_log is not None:
+                self._request_log.write(f"{at:.6f} {host} {served.status} {served.path_qs}\n")
             return response
 
         return answer
@@ -108,29 +150,11 @@ class SiteServer:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
 
-    # ----- what the server saw ----------------------------------------------------------------
-
     def snapshot(self) -> list[ServedRequest]:
         with self._lock:
             return list(self.requests)
 
-    def page_requests(self) -> list[tuple[str, ServedRequest]]:
-        """Every request but robots.txt, as (URL, request)."""
-        site = self.site
-        return [
-            (site.origin(r.host) + r.path_qs, r)
-            for r in self.snapshot()
-            if r.path_qs != "/robots.txt"
-        ]
 
-    def smallest_gap_s(self) -> dict[int, float]:
-        """Per host, the smallest time between two consecutive requests (robots.txt included)."""
-        by_host: dict[int, list[float]] = {}
-        for request in self.snapshot():
-            by_host.setdefault(request.host, []).append(request.at)
-        gaps = {}
-        for host, times in by_host.items():
-            times.sort()
-            if len(times) > 1:
-                gaps[host] = min(b - a for a, b in itertools.pairwise(times))
-        return gaps
+def parse_request_line(line: str) -> ServedRequest:
+    at, host, status, path_qs = line.rstrip("\n").split(" ", 3)
+    return ServedRequest(float(at), int(host), path_qs, int(status))

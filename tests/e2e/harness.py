@@ -29,7 +29,7 @@ from streamcrawl.kafka import table_consumer_config
 from streamcrawl.membership import is_live
 from streamcrawl.stack import NOT_BUILT_EXIT, Stack
 from streamcrawl.table import TopicTable
-from streamcrawl.testsite import SiteGraph, SiteServer
+from streamcrawl.testsite.process import SiteProcess
 from streamcrawl.watch import CrawlView, CrawlWatcher
 from tests.support import REPO, Deployment, produce_json
 
@@ -40,6 +40,10 @@ FAST_TIMERS = {
 }
 EdgeFields = tuple[str, str, str, str, tuple[str, ...], str]
 """to_url, anchor_text, context_window, link_type, rel, position."""
+
+
+SiteShape = tuple[int, int, int, int]
+"""pages, hosts, levels, seed: what `streamcrawl.testsite.generate_site` builds the site from."""
 
 
 class GaveUpError(TimeoutError):
@@ -61,14 +65,16 @@ def edge_fields(edge: Mapping[str, Any]) -> EdgeFields:
 class EndToEnd:
     bootstrap: str
     root: Path
-    graph: SiteGraph
+    shape: SiteShape
     partitions: int = 2
     scale: dict[str, int] = field(default_factory=dict)
     role_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.deployment = Deployment(self.bootstrap, self.root, partitions=self.partitions)
-        self.server = SiteServer(self.graph)
+        env = self.deployment.env("site")
+        self.server = SiteProcess(*self.shape, work_dir=self.root / "site", env=env)
+        self.graph = self.server.graph
         role_env = {role: dict(env) for role, env in self.role_env.items()}
         role_env.setdefault("frontier", {}).update(FAST_TIMERS)
         env = self.deployment.env("e2e")
@@ -190,6 +196,16 @@ class EndToEnd:
         finally:
             table.stop()
         raise TimeoutError(f"{describe} not seen in members within {timeout_s}s")
+
+    def live_members(self, role: str) -> list[members.Member]:
+        """The live members of a role, as `members` holds them now."""
+        table = self.members_table()
+        table.start()
+        try:
+            table.wait_ready(30)
+            return [m for m in table.snapshot().values() if m.role == role and is_live(m)]
+        finally:
+            table.stop()
 
     def wait_ready(self, instance_id: str, since_ms: int, timeout_s: float = 60) -> None:
         """Until `instance_id` published itself ready after `since_ms` (epoch milliseconds)."""

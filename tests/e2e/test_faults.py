@@ -34,7 +34,7 @@ import pytest
 from frontier.traps import check_traps
 from streamcrawl.broker import LocalBroker, default_libs_dir, free_ports
 from streamcrawl.crashpoints import CRASH_EXIT_CODE
-from streamcrawl.testsite import ReferenceCrawl, generate_site, reference_crawl
+from streamcrawl.testsite import ReferenceCrawl, reference_crawl
 from tests.e2e.harness import EndToEnd, GaveUpError
 from tests.support import wait_for
 
@@ -102,11 +102,10 @@ def assert_matches_reference(
 def test_every_service_killed_at_a_crash_point_in_sequence(
     broker: LocalBroker, tmp_path: Path
 ) -> None:
-    graph = generate_site(400, hosts=3, levels=6, seed=21)
     e2e = EndToEnd(
         broker.bootstrap,
         tmp_path,
-        graph,
+        (400, 3, 6, 21),
         partitions=2,
         role_env={"frontier": {"STREAMCRAWL_CRASH_AT": FRONTIER_CRASH}},
     )
@@ -157,8 +156,7 @@ def test_every_service_killed_at_a_crash_point_in_sequence(
     "and consumes nothing (streamcrawl.kafka.is_fatal misses KafkaError._FATAL)",
 )
 def test_the_crawl_survives_a_broker_restart(broker: LocalBroker, tmp_path: Path) -> None:
-    graph = generate_site(200, hosts=3, levels=6, seed=22)
-    e2e = EndToEnd(broker.bootstrap, tmp_path, graph, partitions=2)
+    e2e = EndToEnd(broker.bootstrap, tmp_path, (200, 3, 6, 22), partitions=2)
     e2e.start()
     try:
         reference = reference_crawl(e2e.server.site, MAX_DEPTH, max_retries=1, refuse=trap_guard)
