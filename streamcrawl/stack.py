@@ -66,12 +66,18 @@ class Stack:
     def start(self, scale: Mapping[str, int], allow_private_networks: bool) -> None:
         """Start every role `scale[role]` times (default 1)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        if allow_private_networks:
-            fetcher = self.role_env.setdefault("fetcher", {})
-            fetcher.setdefault("STREAMCRAWL_FETCHER__ALLOWED_NETWORKS", PRIVATE_NETWORKS)
+        self.allow_private_networks(allow_private_networks)
         for role in ROLES:
             for number in range(scale.get(role, 1)):
                 self.instances.append(self._spawn(role, number, {}))
+
+    def allow_private_networks(self, allowed: bool) -> None:
+        """Let the fetchers reach loopback and private addresses, or (default) refuse them."""
+        fetcher = self.role_env.setdefault("fetcher", {})
+        if allowed:
+            fetcher.setdefault("STREAMCRAWL_FETCHER__ALLOWED_NETWORKS", PRIVATE_NETWORKS)
+        elif self.env.get("STREAMCRAWL_FETCHER__ALLOWED_NETWORKS") is None:
+            fetcher.pop("STREAMCRAWL_FETCHER__ALLOWED_NETWORKS", None)
 
     def instance(self, instance_id: str) -> Instance:
         """The latest process started under `instance_id`."""
@@ -118,12 +124,17 @@ class Stack:
             restarted.append(instance.instance_id)
         return restarted
 
-    def _spawn(self, role: str, number: int, extra_env: dict[str, str]) -> Instance:
-        instance_id = f"{role}-{number}"
+    def instance_env(self, role: str, number: int, extra_env: Mapping[str, str]) -> dict[str, str]:
+        """The environment instance `number` of `role` runs with."""
         env = {**self.env, **self.role_env.get(role, {}), **extra_env}
-        env["STREAMCRAWL_INSTANCE_ID"] = instance_id
+        env["STREAMCRAWL_INSTANCE_ID"] = f"{role}-{number}"
         if role == "frontier" and number > 0:
             env["STREAMCRAWL_FRONTIER__API_PORT"] = "0"  # the first frontier keeps the default
+        return env
+
+    def _spawn(self, role: str, number: int, extra_env: dict[str, str]) -> Instance:
+        instance_id = f"{role}-{number}"
+        env = self.instance_env(role, number, extra_env)
         log_path = self.log_dir / f"{instance_id}.log"
         with log_path.open("ab") as log:
             process = subprocess.Popen(

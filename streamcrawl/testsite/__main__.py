@@ -36,13 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         help="lower (negative) or raise this process's niceness where permitted, so a loaded "
         "machine delays the site's clock less than the crawler it measures",
     )
+    parser.add_argument("--prerender", action="store_true", help="render every page first")
     args = parser.parse_args(argv)
     if args.nice:
         with contextlib.suppress(PermissionError):
             os.nice(args.nice)
     graph = generate_site(args.pages, hosts=args.hosts, levels=args.levels, seed=args.seed)
     log = args.log.open("a", buffering=1) if args.log else None
-    server = SiteServer(graph, request_log=log)
+    server = SiteServer(graph, request_log=log, prerender=args.prerender)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     signal.signal(signal.SIGINT, lambda *_: stopped.set())

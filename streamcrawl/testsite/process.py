@@ -34,11 +34,14 @@ class SiteProcess(RequestRecord):
         work_dir: Path,
         env: dict[str, str],
         nice: int = -10,
+        prerender: bool = False,
     ) -> None:
         self.graph = generate_site(pages, hosts=hosts, levels=levels, seed=seed)
         self._arguments = [str(x) for x in ("--pages", pages, "--hosts", hosts)] + [
             str(x) for x in ("--levels", levels, "--seed", seed, "--nice", nice)
         ]
+        if prerender:
+            self._arguments.append("--prerender")
         self._work_dir = work_dir
         self._env = env
         self.log_path = work_dir / "site-requests.log"
@@ -70,7 +73,7 @@ class SiteProcess(RequestRecord):
             start_new_session=True,
         )
         stdout: IO[str] | None = self._process.stdout
-        line = stdout.readline() if stdout is not None else ""
+        line = stdout.readline() if stdout is not None else ""  # blocks until it serves
         if not line:
             self.stop()
             raise RuntimeError(f"the site process printed no ports; see {self._work_dir}")
