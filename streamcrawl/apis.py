@@ -66,11 +66,23 @@ class ServiceDirectory:
 
 def get_json(address: str, path: str, timeout_s: float = 10.0, **query: str | int) -> Any:
     """GET `http://address/path?query` and decode the JSON answer; ApiError on any failure."""
+    return _request(address, path, "GET", timeout_s, query)
+
+
+def post_json(address: str, path: str, timeout_s: float = 30.0, **query: str | int) -> Any:
+    """POST (no body) to `http://address/path?query` and decode the JSON answer."""
+    return _request(address, path, "POST", timeout_s, query)
+
+
+def _request(
+    address: str, path: str, method: str, timeout_s: float, query: dict[str, str | int]
+) -> Any:
     url = f"http://{address}{path}"
     if query:
         url += "?" + urllib.parse.urlencode(query)
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as error:
         detail = error.read()[:300].decode(errors="replace")

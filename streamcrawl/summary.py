@@ -1,7 +1,8 @@
 """The summary `streamcrawl crawl` prints once a crawl is done.
 
 Pages by status come from the crawl's outcomes (the CLI's `OutcomeTally`), the counters from
-`progress`, the top pages by PageRank and the orphans from the link graph's API, and where the
+`progress`, the top pages by PageRank and the orphans from the link graph's API (asked to rank
+at once first, so the summary does not wait for the ranker's next round), and where the
 WARC files are from storage's API (`streamcrawl.apis`). A service that is not running, or does
 not answer, is named as such in the summary; it never fails the command, whose exit status
 says only whether the crawl finished.
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamcrawl.apis import ApiError, ServiceDirectory, get_json
+from streamcrawl.apis import ApiError, ServiceDirectory, get_json, post_json
 from streamcrawl.watch import CrawlView
 
 TOP_PAGES = 10
@@ -45,6 +46,7 @@ def gather_summary(
         summary.notes.append("link graph not running: no PageRank or orphans")
     else:
         try:
+            post_json(graph, "/v1/graph/rank")  # rank the finished crawl now, not at the next tick
             top = get_json(graph, "/v1/graph/top", limit=TOP_PAGES, crawl_id=crawl_id)
             summary.top_pages = list(top.get("pages", []))
             orphans = get_json(graph, "/v1/graph/orphans")
