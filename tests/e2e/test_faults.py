@@ -41,7 +41,8 @@ from tests.support import wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(400)]
 
 MAX_DEPTH = 5
-DELAY_MS = 150
+DELAY_MS = 350
+"""Long enough that the crawl (about 130 pages on its largest host) outlasts five faults."""
 LEASE_WINDOW = 2
 CRASHES = {
     "fetcher": "after_delivery:3",
