@@ -77,7 +77,7 @@ def ups() -> Iterator[list[UpProcess]]:
             up.interrupt()  # `up` stops its services; a SIGKILL would orphan them
 
 
-def cli(env: dict[str, str], cwd: Path, *args: str, timeout_s: float = 120) -> tuple[int, str]:
+def cli(env: dict[str, str], cwd: Path, *args: str, timeout_s: float = 120) -> tuple[int, str, str]:
     completed = subprocess.run(
         [sys.executable, "-m", "streamcrawl.cli", *args],
         env=env,
@@ -87,7 +87,7 @@ def cli(env: dict[str, str], cwd: Path, *args: str, timeout_s: float = 120) -> t
         timeout=timeout_s,
         check=False,
     )
-    return completed.returncode, completed.stdout + completed.stderr
+    return completed.returncode, completed.stdout, completed.stderr
 
 
 def test_up_stops_on_ctrl_c_mid_crawl_and_resumes_it(
@@ -119,12 +119,12 @@ def test_up_stops_on_ctrl_c_mid_crawl_and_resumes_it(
             assert f" {instance} " in out and "metrics http://127.0.0.1:" in out, out
         assert "api http://127.0.0.1:" in out, "the frontier's crawl API address is printed"
 
-        code, status_out = cli(env, tmp_path, "status", "--json")
+        code, status_out, errors = cli(env, tmp_path, "status", "--json")
         status = json.loads(status_out)
-        assert code == 0 and status["ok"], status_out
+        assert code == 0 and status["ok"], status_out + errors
         assert status["roles"]["parser"]["ready_instances"] == 2
 
-        code, seeded = cli(
+        code, seeded, errors = cli(
             env,
             tmp_path,
             "seed",
@@ -138,7 +138,7 @@ def test_up_stops_on_ctrl_c_mid_crawl_and_resumes_it(
             "--same-domain",
             "registered_domain",
         )
-        assert code == 0, seeded
+        assert code == 0, seeded + errors
         crawl_id = seeded.strip().splitlines()[-1]
 
         third = len(reference.fetched) // 3
