@@ -25,7 +25,7 @@ crawl:
 	$(PYTHON) -m streamcrawl.cli demo
 
 bench:
-	$(PYTHON) -m tests.bench.bench_restore
+	$(PYTHON) -m tests.bench.bench_e2e
 
 clean:
 	rm -rf .streamcrawl .pytest_cache .mypy_cache .ruff_cache .hypothesis

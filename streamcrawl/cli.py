@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import threading
@@ -17,23 +18,29 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from rich.console import Console
 
 from schemas import members, seeds
 from schemas.seeds import CrawlRequest
 from schemas.serde import decode, encode
 from streamcrawl import graph_cli, page_cli
+from streamcrawl.apis import ServiceDirectory
 from streamcrawl.broker import LocalBroker
-from streamcrawl.demo import DemoSite
+from streamcrawl.demo import demo_site
 from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.kafka import KafkaProducer, admin_config, table_consumer_config
 from streamcrawl.membership import is_live
 from streamcrawl.settings import Settings
 from streamcrawl.stack import ROLES, Stack, stack_env
+from streamcrawl.summary import gather_summary, summary_lines
 from streamcrawl.table import TopicTable, wait_until
+from streamcrawl.testsite import SiteServer
 from streamcrawl.topics import check_topics, create_topics, topic_name
-from streamcrawl.watch import CrawlWatcher, summary_lines
+from streamcrawl.watch import CrawlWatcher, OutcomeTally
 
 DEFAULT_BROKER_DIR = Path(".streamcrawl/kafka")
+STACK_READY_S = 120.0
+MAX_RESTARTS = 5
 
 
 def _print(text: str) -> None:
@@ -41,9 +48,17 @@ def _print(text: str) -> None:
     sys.stdout.flush()
 
 
+_PROBE_LOG = logging.getLogger("streamcrawl.cli.probe")
+_PROBE_LOG.addHandler(logging.NullHandler())
+_PROBE_LOG.propagate = False
+
+
 def broker_answers(settings: Settings, timeout_s: float = 3.0) -> bool:
+    """Whether the configured broker answers; a refused connection is an answer, not an error
+    to print, so the probe's client logs nowhere."""
     try:
-        metadata = AdminClient(admin_config(settings)).list_topics(timeout=timeout_s)
+        admin = AdminClient(admin_config(settings), logger=_PROBE_LOG)
+        metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException:
         return False
     return bool(metadata.brokers)
@@ -133,6 +148,7 @@ def gather_status(settings: Settings, timeout_s: float = 10.0) -> StatusReport:
                 {
                     "instance": member.instance,
                     "http": member.http_address,
+                    "api": member.api_address,
                     "ready": member.ready,
                     "partitions": member.partitions,
                 }
@@ -198,19 +214,46 @@ def cmd_seed(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def follow_crawl(settings: Settings, crawl_id: str, timeout_s: float | None) -> int:
-    with CrawlWatcher(settings) as watcher:
-        view = watcher.follow(crawl_id, _print, timeout_s=timeout_s)
-    for line in summary_lines(view):
+def follow_crawl(
+    settings: Settings, crawl_id: str, timeout_s: float | None, tally: OutcomeTally
+) -> int:
+    """Show the crawl's progress until it is done, then its summary; 0 only when it finished."""
+    console = Console()
+    try:
+        with CrawlWatcher(settings) as watcher:
+            view = watcher.follow(
+                crawl_id, _print, timeout_s=timeout_s, console=console, on_tick=tally.poll
+            )
+        tally.poll(timeout_s=1.0)
+    except KeyboardInterrupt:
+        _print(f"stopped following crawl {crawl_id}; it goes on (streamcrawl status shows it)")
+        return 130
+    finally:
+        pages_by_status = tally.by_status()
+        tally.close()
+    with ServiceDirectory(settings) as directory:
+        summary = gather_summary(crawl_id, view, pages_by_status, directory)
+    for line in summary_lines(summary):
         _print(line)
+    if view.status != "done":
+        _print(f"the crawl is {view.status or 'not started'}, not done")
     return 0 if view.status == "done" else 1
 
 
-def cmd_crawl(args: argparse.Namespace, settings: Settings) -> int:
-    request = crawl_request(args)
+def submit_and_follow(settings: Settings, request: CrawlRequest, timeout_s: float | None) -> int:
+    """Publish the request and follow it; the tally starts first so it sees every outcome."""
+    with ServiceDirectory(settings) as directory:
+        if not directory.live("frontier"):
+            _print("no frontier is running: start the stack first (streamcrawl up)")
+            return 2
+    tally = OutcomeTally(settings, request.crawl_id)
     publish_request(settings, request)
     _print(f"crawl {request.crawl_id} submitted")
-    return follow_crawl(settings, request.crawl_id, args.timeout_s)
+    return follow_crawl(settings, request.crawl_id, timeout_s, tally)
+
+
+def cmd_crawl(args: argparse.Namespace, settings: Settings) -> int:
+    return submit_and_follow(settings, crawl_request(args), args.timeout_s)
 
 
 # ----- up, demo ------------------------------------------------------------------------------
@@ -227,22 +270,51 @@ def ensure_broker(settings: Settings, data_dir: Path) -> LocalBroker | None:
     return broker
 
 
-def start_stack(settings: Settings, args: argparse.Namespace, allow_private: bool) -> Stack:
+def start_stack(
+    settings: Settings,
+    args: argparse.Namespace,
+    allow_private: bool,
+    stopped: threading.Event | None = None,
+) -> Stack:
+    """Topics, then every service's processes; returns once each running role is ready."""
     created = create_topics(settings)
     _print(f"topics ready ({len(created)} created)")
     scale = dict(_parse_scale(item) for item in args.scale)
     stack = Stack(stack_env({}), Path(args.data_dir).parent / "logs")
     stack.start(scale, allow_private_networks=allow_private)
-    wait_until(lambda: gather_status(settings, timeout_s=5).ok or bool(stack.failed()), 120)
+    interrupted = stopped or threading.Event()
+    ready = wait_until(
+        lambda: interrupted.is_set() or bool(stack.failed()) or stack_ready(settings, stack),
+        STACK_READY_S,
+        interval_s=0.5,
+    )
     for instance in stack.failed():
-        _print(f"{instance.instance_id} exited; see {instance.log_path}")
+        _print(
+            f"{instance.instance_id} exited with {instance.process.poll()}; see {instance.log_path}"
+        )
     for role in stack.not_built():
         _print(f"{role}: not built yet, not running")
+    if not ready:
+        _print(f"not every service was ready within {STACK_READY_S:.0f}s; logs in {stack.log_dir}")
     for role, info in sorted(gather_status(settings).roles.items()):
         instances = info["instances"]
         for item in instances if isinstance(instances, list) else []:
-            _print(f"{role:<9} {item['instance']:<12} http://{item['http']}/metrics")
+            api = f"  api http://{item['api']}" if item.get("api") else ""
+            _print(f"{role:<9} {item['instance']:<12} metrics http://{item['http']}/metrics{api}")
     return stack
+
+
+def stack_ready(settings: Settings, stack: Stack) -> bool:
+    """Whether every running instance of the stack has published itself ready in `members`."""
+    running: dict[str, int] = {}
+    for instance in stack.live():
+        if instance.running:
+            running[instance.role] = running.get(instance.role, 0) + 1
+    roles = gather_status(settings, timeout_s=5).roles
+    return all(
+        int(str(roles.get(role, {}).get("ready_instances", 0))) >= count
+        for role, count in running.items()
+    )
 
 
 def _parse_scale(item: str) -> tuple[str, int]:
@@ -253,35 +325,65 @@ def _parse_scale(item: str) -> tuple[str, int]:
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    """Broker (unless configured), topics, one process per service; Ctrl-C stops them all."""
-    broker = ensure_broker(settings, Path(args.data_dir))
-    stack = start_stack(settings, args, args.allow_private_networks)
+    """Broker (unless configured), topics, one process per service; Ctrl-C stops them all.
+
+    The services keep their state (and the broker its data) on disk under stable instance ids,
+    so `up` after a stop resumes every crawl where it stood.
+    """
     stopped = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopped.set())
-    _print("running; Ctrl-C stops every service (the broker keeps its data)")
-    stopped.wait()
-    codes = stack.stop()
-    _print("stopped: " + ", ".join(f"{k}={v}" for k, v in sorted(codes.items())))
-    if broker is not None:
-        broker.stop()
+    broker = ensure_broker(settings, Path(args.data_dir))
+    try:
+        stack = start_stack(settings, args, args.allow_private_networks, stopped)
+        try:
+            if not stopped.is_set():
+                _print("running; Ctrl-C stops every service (the broker keeps its data)")
+            supervise(stack, stopped)
+        finally:
+            _print("stopping every service")
+            codes = stack.stop()
+            _print("stopped: " + ", ".join(f"{k}={v}" for k, v in sorted(codes.items())))
+    finally:
+        if broker is not None:
+            broker.stop()
+            _print("stopped the local broker")
     return 0
 
 
+def supervise(stack: Stack, stopped: threading.Event) -> None:
+    """Until `stopped`: start again any instance that exits with an error, at most
+    `MAX_RESTARTS` times each, since a service that keeps dying needs a person, not a loop."""
+    restarts: dict[str, int] = {}
+    while not stopped.wait(1.0):
+        for instance in stack.failed():
+            count = restarts.get(instance.instance_id, 0)
+            if count >= MAX_RESTARTS:
+                continue
+            restarts[instance.instance_id] = count + 1
+            _print(
+                f"{instance.instance_id} exited with {instance.process.poll()} (log "
+                f"{instance.log_path}); restarting ({count + 1}/{MAX_RESTARTS})"
+            )
+            stack.restart(instance.instance_id)
+
+
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    """The README's crawl: a local demo site crawled end to end, then everything stopped."""
+    """The README's crawl: the generated demo site crawled end to end, then everything stopped."""
     broker = ensure_broker(settings, Path(args.data_dir))
-    site = DemoSite().start()
-    stack = start_stack(settings, args, allow_private=True)
+    site = SiteServer(demo_site()).start()
     try:
-        _print(f"demo site: {site.docs} (docs) and {site.blog} (blog)")
-        args.urls = [site.seed_url]
-        request = crawl_request(args)
-        publish_request(settings, request)
-        _print(f"crawl {request.crawl_id} submitted")
-        return follow_crawl(settings, request.crawl_id, args.timeout_s)
+        stack = start_stack(settings, args, allow_private=True)
+        try:
+            hosts = ", ".join(site.site.origin(h) for h in range(site.graph.hosts))
+            _print(f"demo site: {site.site.seed_url} (hosts {hosts})")
+            args.urls = [site.site.seed_url]
+            if args.same_domain == "host":  # the demo's hosts are ports of one address
+                args.same_domain = "registered_domain"
+            return submit_and_follow(settings, crawl_request(args), args.timeout_s)
+        finally:
+            stack.stop()
     finally:
-        stack.stop()
         site.stop()
         if broker is not None:
             broker.stop()
@@ -327,8 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_crawl_options(demo, max_depth=3, delay_ms=100)
     demo.set_defaults(run=cmd_demo)
 
-    page_cli.add_commands(commands)  # page, storage
     graph_cli.add_graph_command(commands)
+    page_cli.add_commands(commands)  # page, storage
     return parser
 
 

@@ -1,8 +1,9 @@
-"""A small deterministic demo site served on 127.0.0.1, so `make crawl` shows a real crawl offline.
+"""The demo sites served on 127.0.0.1, so `make crawl` shows a real crawl with no internet.
 
-Two hosts (two ports): a documentation site whose pages link to each other through a nav bar,
-content links and a footer, with a robots.txt that disallows `/private/`, a redirect, a missing
-page, and links to the second host (a blog). The same seed always yields the same site.
+`streamcrawl demo` crawls :func:`demo_site`, a small generated site (`streamcrawl.testsite`: two
+hosts, robots.txt, redirects, 404 and 500 pages, a spider trap, nofollow links) whose ground truth
+the demo's test compares the summary with. :class:`DemoSite` is the older hand-written two-host
+site (a docs host and a blog), kept for the frontier's crash-point test, which crawls it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,19 @@ import threading
 
 from aiohttp import web
 
+from streamcrawl.testsite import SiteGraph, generate_site
+
+DEMO_PAGES = 60
+DEMO_HOSTS = 2
+DEMO_LEVELS = 4
+DEMO_SEED = 7
 DOC_PAGES = 40
 BLOG_POSTS = 10
+
+
+def demo_site() -> SiteGraph:
+    """The generated site `streamcrawl demo` crawls: the same pages on every machine."""
+    return generate_site(DEMO_PAGES, hosts=DEMO_HOSTS, levels=DEMO_LEVELS, seed=DEMO_SEED)
 
 
 def _doc_links(number: int, rng: random.Random) -> list[str]:

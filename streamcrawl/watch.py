@@ -1,17 +1,27 @@
-"""Following a crawl from the outside: its status from `crawls`, its counters from `progress`.
+"""Following a crawl from the outside: its status from `crawls`, its counters from `progress`,
+and how each of its URLs ended from `outcomes`.
 
-The CLI reads both topics whole, sums the latest counters of every frontier partition, and prints
-a line a second until the crawl's status is done (set by the crawl's owner from the same snapshots,
-DESIGN section 3 step 8): no timeout guesses that a crawl finished.
+The CLI reads `crawls` and `progress` whole, sums the latest counters of every frontier partition,
+and shows them until the crawl's status is done (set by the crawl's owner from two consecutive
+snapshots of every partition, DESIGN section 3 step 8): no timeout guesses that a crawl finished.
+On a terminal the display is a live `rich` table; elsewhere (a pipe, CI) a line every few seconds.
+An :class:`OutcomeTally` started before the crawl is submitted reads `outcomes` from that moment
+on and keeps the latest outcome of each of the crawl's URLs, for the summary's pages by status.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from schemas import crawls, progress
+from confluent_kafka import Consumer, TopicPartition
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from schemas import crawls, outcomes, progress
 from schemas.serde import decode
 from streamcrawl.kafka import table_consumer_config
 from streamcrawl.settings import Settings
@@ -20,6 +30,7 @@ from streamcrawl.topics import topic_name
 
 FINAL_STATUSES = ("done", "cancelled")
 SHOWN = ("fetched", "queued", "leased", "failed", "dead", "redirects", "duplicate")
+RATE_WINDOW_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -65,40 +76,114 @@ class CrawlWatcher:
         show: Callable[[str], None],
         timeout_s: float | None = None,
         interval_s: float = 1.0,
+        console: Console | None = None,
+        on_tick: Callable[[], None] = lambda: None,
     ) -> CrawlView:
-        """Print progress until the crawl reaches a final status (or the optional timeout)."""
+        """Show progress until the crawl reaches a final status (or the optional timeout).
+
+        With a terminal `console` the progress is a live table; otherwise `show` gets a line
+        every `interval_s`. `on_tick` runs once per refresh (the tally reads outcomes there).
+        """
+        rate = PageRate()
         started = time.monotonic()
-        last_fetched, last_at = 0, started
-        while True:
+
+        def tick() -> tuple[CrawlView, float, bool]:
+            on_tick()
             view = self.view(crawl_id)
             now = time.monotonic()
-            fetched = view.counters.get("fetched", 0)
-            rate = (fetched - last_fetched) / max(now - last_at, 1e-6)
-            last_fetched, last_at = fetched, now
-            parts = " ".join(f"{name}={view.counters.get(name, 0)}" for name in SHOWN)
-            show(f"[{now - started:6.1f}s] {view.status or 'submitted'} {parts} pages/s={rate:.1f}")
-            if view.status in FINAL_STATUSES:
-                return view
-            if timeout_s is not None and now - started > timeout_s:
+            pages_per_s = rate.add(now, view.counters.get("fetched", 0))
+            finished = view.status in FINAL_STATUSES
+            timed_out = timeout_s is not None and now - started > timeout_s
+            return view, pages_per_s, finished or timed_out
+
+        if console is not None and console.is_terminal:
+            with Live(console=console, refresh_per_second=4, transient=False) as live:
+                while True:
+                    view, pages_per_s, stop = tick()
+                    live.update(progress_table(crawl_id, view, pages_per_s, started))
+                    if stop:
+                        return view
+                    time.sleep(min(interval_s, 0.25))
+        while True:
+            view, pages_per_s, stop = tick()
+            show(progress_line(view, pages_per_s, time.monotonic() - started))
+            if stop:
                 return view
             time.sleep(interval_s)
 
 
-def summary_lines(view: CrawlView) -> list[str]:
-    counters = view.counters
-    rejected = {
-        k.removeprefix("rejected_"): v
-        for k, v in counters.items()
-        if k.startswith("rejected_") and v
-    }
-    lines = [
-        f"status: {view.status}",
-        f"pages fetched: {counters.get('fetched', 0)}  unchanged: {counters.get('unchanged', 0)}"
-        f"  failed: {counters.get('failed', 0)}  dead: {counters.get('dead', 0)}"
-        f"  redirects: {counters.get('redirects', 0)}",
-        f"URLs discovered: {counters.get('discovered', 0)}  admitted: {counters.get('admitted', 0)}"
-        f"  duplicates: {counters.get('duplicate', 0)}",
-    ]
-    if rejected:
-        lines.append("out of scope: " + ", ".join(f"{k}={v}" for k, v in sorted(rejected.items())))
-    return lines
+class PageRate:
+    """Pages per second over the last few seconds of `fetched` counts."""
+
+    def __init__(self, window_s: float = RATE_WINDOW_S) -> None:
+        self._samples: deque[tuple[float, int]] = deque()
+        self._window_s = window_s
+
+    def add(self, now: float, fetched: int) -> float:
+        self._samples.append((now, fetched))
+        while len(self._samples) > 2 and now - self._samples[0][0] > self._window_s:
+            self._samples.popleft()
+        first_at, first = self._samples[0]
+        return (fetched - first) / (now - first_at) if now > first_at else 0.0
+
+
+def progress_line(view: CrawlView, pages_per_s: float, elapsed_s: float) -> str:
+    parts = " ".join(f"{name}={view.counters.get(name, 0)}" for name in SHOWN)
+    status = view.status or "submitted"
+    return f"[{elapsed_s:6.1f}s] {status} {parts} pages/s={pages_per_s:.1f}"
+
+
+def progress_table(crawl_id: str, view: CrawlView, pages_per_s: float, started: float) -> Table:
+    table = Table(title=f"crawl {crawl_id}: {view.status or 'submitted'}", show_header=True)
+    for name in (*SHOWN, "pages/s", "elapsed"):
+        table.add_column(name, justify="right")
+    elapsed = time.monotonic() - started
+    table.add_row(
+        *(str(view.counters.get(name, 0)) for name in SHOWN),
+        f"{pages_per_s:.1f}",
+        f"{elapsed:.0f}s",
+    )
+    return table
+
+
+class OutcomeTally:
+    """The latest outcome of each URL of one crawl, read from `outcomes` from creation on.
+
+    Create it before the crawl is submitted: it starts at the topic's current end, so it sees
+    every outcome of the new crawl and reads nothing older.
+    """
+
+    def __init__(self, settings: Settings, crawl_id: str) -> None:
+        self.crawl_id = crawl_id
+        self.latest: dict[str, outcomes.FetchOutcome] = {}
+        self.fetches = 0
+        topic = topic_name(settings, outcomes.TOPIC)
+        self._consumer = Consumer(table_consumer_config(settings))
+        partitions = self._consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        starts = []
+        for partition in partitions:
+            _, high = self._consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=10
+            )
+            starts.append(TopicPartition(topic, partition, high))
+        self._consumer.assign(starts)
+
+    def poll(self, timeout_s: float = 0.0, max_messages: int = 5000) -> None:
+        for message in self._consumer.consume(max_messages, timeout_s):
+            if message.error() is not None or message.value() is None:
+                continue
+            outcome = decode(outcomes.FetchOutcome, message.value())
+            if outcome.crawl_id == self.crawl_id:
+                self.latest[outcome.url] = outcome
+                self.fetches += 1
+
+    def by_status(self) -> dict[str, int]:
+        """URLs by how they ended: the HTTP status, or the outcome kind when there was none."""
+        counts: dict[str, int] = {}
+        for outcome in self.latest.values():
+            label = str(outcome.status) if outcome.status is not None else outcome.kind
+            counts[label] = counts.get(label, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,92 @@
+"""Where the end-to-end benchmark's time goes: per-stage throughput and lag from /metrics, and a
+process's CPU and peak RSS from /proc.
+
+:class:`StageSampler` scrapes every service's side server once a second: each role's
+``streamcrawl_<role>_messages_in_total`` (summed over topics) and
+``streamcrawl_<role>_consumer_lag_messages`` (summed over partitions). Its report gives, per role,
+messages in per second over the busy part of the run and the largest lag seen.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+_SAMPLE = re.compile(
+    r"^(streamcrawl_(\w+?)_(messages_in_total|consumer_lag_messages))\{[^}]*\} (\S+)$"
+)
+
+
+def proc_usage(pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) and peak RSS in MiB of a live process."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    peak_kib = 0
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                peak_kib = int(line.split()[1])
+    return cpu, peak_kib / 1024
+
+
+@dataclass
+class _Series:
+    first: tuple[float, float] | None = None
+    last: tuple[float, float] | None = None
+    max_lag: float = 0.0
+    busy_until: float = 0.0
+
+
+@dataclass
+class StageSampler:
+    """Scrapes the services' /metrics; `addresses` maps instance id to host:port."""
+
+    addresses: dict[str, str]
+    series: dict[str, _Series] = field(default_factory=dict)
+
+    def sample(self) -> None:
+        now = time.monotonic()
+        for instance, address in self.addresses.items():
+            try:
+                with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as response:
+                    text = response.read().decode()
+            except (urllib.error.URLError, OSError):
+                continue
+            consumed, lag = 0.0, 0.0
+            role = instance.rpartition("-")[0]
+            for line in text.splitlines():
+                match = _SAMPLE.match(line)
+                if match is None or match.group(2) != role:
+                    continue
+                if match.group(3) == "messages_in_total":
+                    consumed += float(match.group(4))
+                else:
+                    lag += float(match.group(4))
+            series = self.series.setdefault(instance, _Series())
+            if series.first is None:
+                series.first = (now, consumed)
+            if series.last is None or consumed > series.last[1]:
+                series.busy_until = now
+            series.last = (now, consumed)
+            series.max_lag = max(series.max_lag, lag)
+
+    def report(self) -> list[str]:
+        rows = [
+            "| instance | messages in | messages/s while busy | largest lag |",
+            "|---|---:|---:|---:|",
+        ]
+        for instance, series in sorted(self.series.items()):
+            if series.first is None or series.last is None:
+                continue
+            consumed = series.last[1] - series.first[1]
+            busy = max(series.busy_until - series.first[0], 1e-6)
+            rows.append(
+                f"| {instance} | {consumed:.0f} | {consumed / busy:.1f} | {series.max_lag:.0f} |"
+            )
+        return rows
