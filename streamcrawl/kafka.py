@@ -141,7 +141,11 @@ def watermarks(consumer: Consumer, partition: TopicPartition, timeout_s: float) 
 
 
 def is_fatal(error: KafkaError) -> bool:
+    """No retry of this client can fix it. `_FATAL` is how a consumer hears it was fenced (a static
+    member whose group.instance.id rejoined under a new member id, as after a broker restart): the
+    process must exit so a supervisor restarts it with a fresh client."""
     return bool(error.fatal()) or error.code() in (
+        KafkaError._FATAL,
         KafkaError._FENCED,
         KafkaError.TOPIC_AUTHORIZATION_FAILED,
         KafkaError.GROUP_AUTHORIZATION_FAILED,
