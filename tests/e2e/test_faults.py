@@ -13,13 +13,13 @@ most the lease window, 2 per host) or the fetcher's delivered but uncommitted re
 cycle's worth, itself within those leases). So each fault that touches fetching (the frontier,
 the fetcher, the broker) may cost one window per host; the tests print the count they saw.
 
-The broker restart runs as its own crawl and is an expected failure for now: right after the
-restart, librdkafka fences the static members of the groups ("Static consumer fenced by other
-consumer with same group.instance.id", a `_FATAL` consumer error), and the kernel's
-`streamcrawl.kafka.is_fatal` does not count `_FATAL` as fatal, so the fenced service logs
-"retrying" forever and consumes nothing. Once fatal errors end the process, the harness restarts
-it as `streamcrawl up` does (`supervise=True`) and the test should pass; it is not strict so that
-fix turns it green.
+The broker restart runs as its own crawl. Right after a restart librdkafka may fence the static
+members of the groups ("Static consumer fenced by other consumer with same group.instance.id", a
+`_FATAL` consumer error); `streamcrawl.kafka.is_fatal` now counts `_FATAL`, so a fenced service
+exits and the harness restarts it as `streamcrawl up` does (`supervise=True`). It stays a
+non-strict expected failure, and only for a stall (`GaveUpError`; wrong pages or edges still
+fail it), until it has passed repeatedly: with a 45 s session timeout a parser was once seen to
+lose its partitions and never get them back, which is not explained yet.
 """
 
 from __future__ import annotations
@@ -177,9 +177,8 @@ def test_every_service_killed_at_a_crash_point_in_sequence(
 @pytest.mark.xfail(
     strict=False,
     raises=GaveUpError,
-    reason="kernel: after a broker restart a static member is fenced (_FATAL, logged as "
-    "'retrying': streamcrawl.kafka.is_fatal misses KafkaError._FATAL) or loses its partitions, "
-    "and the crawl stalls",
+    reason="a stall after a broker restart (a member losing its partitions) is not explained "
+    "yet; fenced members now exit and are restarted (see the module docstring)",
 )
 def test_the_crawl_survives_a_broker_restart(broker: LocalBroker, tmp_path: Path) -> None:
     e2e = EndToEnd(broker.bootstrap, tmp_path, (200, 3, 6, 22), partitions=2)
