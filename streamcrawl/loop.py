@@ -263,7 +263,7 @@ class ServiceLoop:
 
     def cycle(self) -> None:
         started = time.monotonic()
-        messages = self._consumer.consume(self._settings.batch_size, self._settings.poll_timeout_s)
+        messages = self._poll()
         cycle = _Cycle()
         self._open_ready_stores(cycle)
         rewound: set[TopicPartitionKey] = set()
@@ -277,6 +277,28 @@ class ServiceLoop:
         self._metrics.ready.set(1 if self.ready else 0)
         if messages or not cycle.empty():
             self._metrics.cycle_seconds.observe(self.last_cycle_at - started)
+
+    def _poll(self) -> list[Message]:
+        """Wait for the first record, then take whatever else is already fetched, up to a batch.
+
+        `consume(n, timeout)` waits the whole timeout unless n records arrive, which would add a
+        poll timeout to every hop of a URL's round trip when traffic is light, so the wait is for
+        one record only. While deferred work is running its completions arrive from another thread
+        and cannot wake `consume`, so the wait is cut into short slices that look for them.
+        """
+        deadline = time.monotonic() + self._settings.poll_timeout_s
+        while True:
+            wait = deadline - time.monotonic()
+            if self._unfinished_work():
+                wait = min(wait, self._settings.deferred_poll_s)
+            messages = self._consumer.consume(1, max(wait, 0.0))
+            if messages:
+                break
+            if time.monotonic() >= deadline or not self._finished_deferred.empty():
+                return messages
+        if self._settings.batch_size > 1:
+            messages.extend(self._consumer.consume(self._settings.batch_size - 1, 0))
+        return messages
 
     def _dispatch(self, message: Message, cycle: _Cycle, rewound: set[TopicPartitionKey]) -> None:
         error = message.error()

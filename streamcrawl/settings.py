@@ -90,6 +90,9 @@ class LoopSettings(BaseModel):
 
     batch_size: int = Field(default=500, ge=1, le=100_000)
     poll_timeout_s: float = Field(default=0.2, gt=0, le=10)
+    """How long a cycle waits for its first record when nothing else is due."""
+    deferred_poll_s: float = Field(default=0.005, gt=0, le=1)
+    """The slice of that wait after which a cycle looks for finished deferred work."""
     max_uncommitted_per_partition: int = Field(default=500, ge=1)
     commit_interval_s: float = Field(default=1.0, gt=0)
     delivery_timeout_s: float = Field(default=60.0, gt=0)

@@ -40,7 +40,7 @@ from streamcrawl.testsite import reference_crawl
 from streamcrawl.testsite.process import SiteProcess
 from streamcrawl.topics import create_topics
 from streamcrawl.watch import CrawlWatcher
-from tests.bench.stage_metrics import StageSampler, proc_usage
+from tests.bench.stage_metrics import StageSampler, proc_usage, topic_records
 from tests.support import REPO, Deployment, produce_json
 
 RESULTS = REPO / "tests" / "bench" / "RESULTS.md"
@@ -147,6 +147,12 @@ def run_pipeline(
         done_s = time.monotonic() - started
         usage = {i.instance_id: proc_usage(i.process.pid) for i in stack.live() if i.running}
         sampler_out.extend(sampler.report())
+        pages_fetched = max(1, len(site.snapshot()) - since)
+        records = topic_records(bootstrap, deployment.prefix)
+        sampler_out += ["", "Records written per topic:", ""]
+        sampler_out += ["| topic | records | per page served |", "|---|---:|---:|"]
+        for topic, count in sorted(records.items(), key=lambda item: -item[1]):
+            sampler_out.append(f"| {topic} | {count} | {count / pages_fetched:.1f} |")
     finally:
         stack.stop()
     pages, wall_s = arrival_window(site, since)

@@ -16,6 +16,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
 _SAMPLE = re.compile(
     r"^(streamcrawl_(\w+?)_(messages_in_total|consumer_lag_messages))\{[^}]*\} (\S+)$"
 )
@@ -90,3 +93,25 @@ class StageSampler:
                 f"| {instance} | {consumed:.0f} | {consumed / busy:.1f} | {series.max_lag:.0f} |"
             )
         return rows
+
+
+def topic_records(bootstrap: str, prefix: str) -> dict[str, int]:
+    """Records in each topic under `prefix`: high minus low watermark, partitions summed."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = admin.list_topics(timeout=30).topics
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}bench-watermarks"})
+    counts: dict[str, int] = {}
+    try:
+        for name, metadata in sorted(topics.items()):
+            if not name.startswith(prefix):
+                continue
+            total = 0
+            for partition in metadata.partitions:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(name, partition), timeout=30
+                )
+                total += max(0, high - low)
+            counts[name.removeprefix(prefix)] = total
+    finally:
+        consumer.close()
+    return counts
