@@ -167,6 +167,34 @@ class DeliveryFuture(Future[Message]):
     """Resolves with the delivered Message, or fails with DeliveryError."""
 
 
+class DeliveryReport:
+    """The delivery callback of one batch of sends: what failed, and the highest offset delivered
+    per partition of one tracked topic (a changelog). One object serves the whole batch, so a send
+    costs no future and no closure."""
+
+    def __init__(self, tracked_topic: str | None = None) -> None:
+        self.tracked_topic = tracked_topic
+        self.failures: list[str] = []
+        self.highest: dict[int, int] = {}
+
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self.failures.append(f"{message.topic()}: {error}")
+            return
+        if message.topic() != self.tracked_topic:
+            return
+        partition, offset = message.partition(), message.offset()
+        if partition is None or offset is None:
+            return
+        if offset > self.highest.get(partition, -1):
+            self.highest[partition] = offset
+
+    def raise_if_failed(self) -> None:
+        if self.failures:
+            more = f" (and {len(self.failures) - 1} more)" if len(self.failures) > 1 else ""
+            raise DeliveryError(f"not delivered: {self.failures[0]}{more}")
+
+
 class KafkaProducer:
     """An idempotent producer whose sends return futures; a full queue is backpressure, not loss."""
 
@@ -211,7 +239,22 @@ class KafkaProducer:
                 on_delivery(message)
             future.set_result(message)
 
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
+        self.send(topic, key, value, partition=partition, headers=headers, report=delivered)
+        self._producer.poll(0)
+        return future
+
+    def send(
+        self,
+        topic: str,
+        key: str | bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        report: Callable[[KafkaError | None, Message], None],
+    ) -> None:
+        """Queue one message whose delivery `report` hears about (from `poll` or `flush`)."""
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": report}
         if partition is not None:
             kwargs["partition"] = partition
         if headers:
@@ -219,15 +262,13 @@ class KafkaProducer:
         while True:
             try:
                 self._producer.produce(topic, **kwargs)
-                break
+                return
             except BufferError:
                 # The local queue is full: serve deliveries until there is room.
                 self._producer.poll(0.1)
                 self._raise_if_fatal()
             except KafkaException as error:
                 raise DeliveryError(f"{topic}: {error}") from error
-        self._producer.poll(0)
-        return future
 
     def poll(self, timeout_s: float = 0.0) -> None:
         self._producer.poll(timeout_s)

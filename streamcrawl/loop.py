@@ -29,7 +29,13 @@ from schemas.exceptions import DecodeError
 from schemas.serde import encode
 from streamcrawl.crashpoints import CrashPoints
 from streamcrawl.handler import BaseHandler, Context, Deferred, Handler, Output, Record
-from streamcrawl.kafka import KafkaProducer, check_consumer_error, coordinates, message_headers
+from streamcrawl.kafka import (
+    DeliveryReport,
+    KafkaProducer,
+    check_consumer_error,
+    coordinates,
+    message_headers,
+)
 from streamcrawl.metrics import LoopMetrics
 from streamcrawl.offsets import PartitionOffsets
 from streamcrawl.recovery import SOURCE_HEADER, RestoreReport, source_header
@@ -412,20 +418,27 @@ class ServiceLoop:
         if cycle.empty():
             self._producer.poll(0)
             return
-        changelog_high: dict[int, int] = {}
+        report = DeliveryReport(self.spec.changelog_topic)
+        sent: dict[str, int] = {}
         for output in cycle.outputs:
-            self._producer.produce(
+            self._producer.send(
                 output.topic,
                 output.key,
                 output.value,
                 partition=output.partition,
                 headers=output.headers,
+                report=report,
             )
-            self._metrics.messages_out.labels(output.topic).inc()
+            sent[output.topic] = sent.get(output.topic, 0) + 1
+        for topic, count in sent.items():
+            self._metrics.messages_out.labels(topic).inc(count)
         for partition, transaction in cycle.transactions.items():
-            self._produce_changelog(partition, transaction, changelog_high)
+            self._produce_changelog(partition, transaction, report)
         self._crash.reached("after_produce")
         self._producer.flush(self._settings.delivery_timeout_s)
+        # A message librdkafka gave up on must not be committed past: stop, and be redelivered.
+        report.raise_if_failed()
+        changelog_high = report.highest
         self._crash.reached("after_delivery")
         touched = set()
         for topic, partition, offset in cycle.finished:
@@ -452,25 +465,19 @@ class ServiceLoop:
         self._crash.reached("after_state_write")
 
     def _produce_changelog(
-        self, partition: int, transaction: Transaction, changelog_high: dict[int, int]
+        self, partition: int, transaction: Transaction, report: DeliveryReport
     ) -> None:
         if not transaction.writes or self.spec.changelog_topic is None:
             return
-
-        def delivered(message: Message) -> None:
-            offset = message.offset()
-            if offset is not None and offset > changelog_high.get(partition, -1):
-                changelog_high[partition] = offset
-
         for (table, key), value in transaction.writes.items():
             source = transaction.sources.get((table, key))
-            self._producer.produce(
+            self._producer.send(
                 self.spec.changelog_topic,
                 changelog_key(table, key),
                 value,
                 partition=partition,
                 headers=[(SOURCE_HEADER, source.encode())] if source else None,
-                on_delivery=delivered,
+                report=report,
             )
 
     def _commit(self, keys: list[TopicPartitionKey], *, final: bool = False) -> set[int]:

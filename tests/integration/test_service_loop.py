@@ -2,7 +2,8 @@
 
 Covers: a message through the loop; poison messages dead-lettered with coordinates; a crash at each
 named crash point losing nothing (and, thanks to the changelog source filter, counting nothing
-twice); SIGTERM draining and committing; co-partitioned state moving between instances.
+twice); an output the broker refuses stopping the service before the commit; SIGTERM draining
+and committing; co-partitioned state moving between instances.
 """
 
 from __future__ import annotations
@@ -14,6 +15,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Message
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from schemas import members
 from schemas.deadletter import DeadLetter
@@ -142,6 +150,39 @@ def test_sigterm_drains_and_commits_so_nothing_is_reprocessed(
     # Nothing reprocessed: exactly one output per entry.
     assert len(out.messages) == 60
     assert final_counts(out.messages) == dict(Counter(key for key, _ in entries(0, 60)))
+
+
+def test_an_output_the_broker_refuses_stops_the_service_before_its_input_is_committed(
+    deployment: Deployment, started: list[ServiceProcess]
+) -> None:
+    out_topic = deployment.topic("out")
+    admin = AdminClient({"bootstrap.servers": deployment.bootstrap})
+
+    def set_max_message_bytes(limit: int) -> None:
+        resource = ConfigResource(
+            ResourceType.TOPIC,
+            out_topic,
+            incremental_configs=[
+                ConfigEntry(
+                    "max.message.bytes",
+                    str(limit),
+                    incremental_operation=AlterConfigOpType.SET,
+                )
+            ],
+        )
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=30)
+
+    set_max_message_bytes(16)  # smaller than any record batch: every send fails permanently
+    first = ledger(deployment, started, "a")
+    produce_json(deployment.bootstrap, deployment.topic("in"), entries(0, 5))
+    assert first.wait(90) != 0, first.log_tail()
+    assert "not delivered" in first.log_tail(200)
+    set_max_message_bytes(1_048_576)
+    ledger(deployment, started, "a")
+    out = TopicReader(deployment.bootstrap, out_topic)
+    out.read_until(lambda ms: ids_seen(ms) == set(range(5)), 90, "every entry after the fix")
+    assert final_counts(out.messages) == dict(Counter(key for key, _ in entries(0, 5)))
 
 
 def test_co_partitioned_state_moves_with_its_partitions(
