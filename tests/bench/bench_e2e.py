@@ -40,7 +40,12 @@ from streamcrawl.testsite import reference_crawl
 from streamcrawl.testsite.process import SiteProcess
 from streamcrawl.topics import create_topics
 from streamcrawl.watch import CrawlWatcher
-from tests.bench.stage_metrics import StageSampler, proc_usage, topic_records
+from tests.bench.stage_metrics import (
+    StageSampler,
+    dead_letter_reasons,
+    proc_usage,
+    topic_records,
+)
 from tests.support import REPO, Deployment, produce_json
 
 RESULTS = REPO / "tests" / "bench" / "RESULTS.md"
@@ -153,6 +158,10 @@ def run_pipeline(
         sampler_out += ["| topic | records | per page served |", "|---|---:|---:|"]
         for topic, count in sorted(records.items(), key=lambda item: -item[1]):
             sampler_out.append(f"| {topic} | {count} | {count / pages_fetched:.1f} |")
+        if records.get("deadletter"):
+            sampler_out += ["", "Dead letters by stage, source topic and reason:", ""]
+            letters = dead_letter_reasons(bootstrap, deployment.topic("deadletter"))
+            sampler_out += [f"- {count} x {name}" for name, count in sorted(letters.items())]
     finally:
         stack.stop()
     pages, wall_s = arrival_window(site, since)

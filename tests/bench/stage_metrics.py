@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from schemas.deadletter import DeadLetter
+
 _SAMPLE = re.compile(
     r"^(streamcrawl_(\w+?)_(messages_in_total|consumer_lag_messages))\{[^}]*\} (\S+)$"
 )
@@ -112,6 +114,43 @@ def topic_records(bootstrap: str, prefix: str) -> dict[str, int]:
                 )
                 total += max(0, high - low)
             counts[name.removeprefix(prefix)] = total
+    finally:
+        consumer.close()
+    return counts
+
+
+def dead_letter_reasons(bootstrap: str, topic: str, limit: int = 100_000) -> dict[str, int]:
+    """Dead letters on `topic` counted by stage, source topic and the first words of the error."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}.bench-reasons",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    counts: dict[str, int] = {}
+    try:
+        metadata = consumer.list_topics(topic, timeout=30).topics[topic]
+        ends = {}
+        for partition in metadata.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+            if high > low:
+                ends[partition] = high
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        seen = 0
+        while ends and seen < limit:
+            for message in consumer.consume(1000, 1.0):
+                if message.error() is not None:
+                    continue
+                seen += 1
+                letter = DeadLetter.model_validate_json(message.value() or b"{}")
+                reason = " ".join(letter.error.split()[:6])
+                name = f"{letter.stage} <- {letter.topic}: {reason}"
+                counts[name] = counts.get(name, 0) + 1
+                partition, offset = message.partition(), message.offset()
+                if partition in ends and offset is not None and offset >= ends[partition] - 1:
+                    del ends[partition]
     finally:
         consumer.close()
     return counts
