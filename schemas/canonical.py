@@ -228,8 +228,11 @@ def _split(absolute: str) -> _Parts:
     return _Parts(scheme, rest[:end], path, query)
 
 
+@functools.lru_cache(maxsize=4096)
 def _canonical_authority(scheme: str, authority: str) -> str | None:
-    """``host`` or ``host:port`` in canonical form, without userinfo, or None when invalid."""
+    """``host`` or ``host:port`` in canonical form, without userinfo, or None when invalid.
+
+    Cached: a crawl sees few hosts many times, and IDNA and IP parsing are most of a URL's cost."""
     host_and_port = authority.rpartition("@")[2]
     if host_and_port.startswith("["):
         end = host_and_port.find("]")
