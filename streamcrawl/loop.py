@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from prometheus_client import Counter, Histogram
 
 from schemas.deadletter import dead_letter
 from schemas.exceptions import DecodeError
@@ -94,6 +95,7 @@ class ServiceLoop:
         self._paused: set[TopicPartitionKey] = set()
         self._finished_deferred: queue.SimpleQueue[Deferred] = queue.SimpleQueue()
         self._abandoned: set[tuple[str, int, int]] = set()
+        self._per_topic: dict[str, tuple[Counter, Histogram]] = {}
         self._stop = threading.Event()
         self._joined = False
         self.last_cycle_at = time.monotonic()
@@ -322,7 +324,8 @@ class ServiceLoop:
             self._blocked.add(key)
             return
         self._offsets[key].start(offset)
-        self._metrics.messages_in.labels(topic).inc()
+        counted_in, processing = self._input_metrics(topic)
+        counted_in.inc()
         ticket = (topic, partition, offset)
         record_key = message.key()
         try:
@@ -356,7 +359,7 @@ class ServiceLoop:
             cycle.finished.append(ticket)
             return
         finally:
-            self._metrics.processing_seconds.labels(topic).observe(time.perf_counter() - began)
+            processing.observe(time.perf_counter() - began)
         if ctx.dead_letter_reason is not None:
             self._dead_letter(cycle, message, ctx.dead_letter_reason, "rejected")
             cycle.finished.append(ticket)
@@ -366,6 +369,16 @@ class ServiceLoop:
         cycle.outputs.extend(ctx.outputs)
         if ctx.deferred is None:
             cycle.finished.append(ticket)
+
+    def _input_metrics(self, topic: str) -> tuple[Counter, Histogram]:
+        """The input topic's messages-in counter and processing histogram, looked up once."""
+        children = self._per_topic.get(topic)
+        if children is None:
+            children = self._per_topic[topic] = (
+                self._metrics.messages_in.labels(topic),
+                self._metrics.processing_seconds.labels(topic),
+            )
+        return children
 
     def _context_for(self, record: Record, cycle: _Cycle) -> Context:
         if not self.spec.stateful:
