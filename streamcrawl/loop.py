@@ -7,7 +7,8 @@ One cycle (DESIGN section 4):
      to the handler with its partition's tables, collect outputs and state writes;
   3. run the handler's timer work per open state partition, and collect deferred completions;
   4. produce the outputs and the changelog records, and wait until all are delivered;
-  5. commit the contiguous watermark of each partition (synchronously when state is kept);
+  5. commit the contiguous watermark of each partition (synchronously when state is kept, else
+     asynchronously and at most every commit interval);
   6. write each state partition's changes and changelog offset in one WriteBatch.
 Named crash points sit between the steps. A crash anywhere yields duplicates, never a loss.
 """
@@ -96,6 +97,8 @@ class ServiceLoop:
         self._finished_deferred: queue.SimpleQueue[Deferred] = queue.SimpleQueue()
         self._abandoned: set[tuple[str, int, int]] = set()
         self._per_topic: dict[str, tuple[Counter, Histogram]] = {}
+        self._commit_pending: set[TopicPartitionKey] = set()
+        self._next_commit_at = 0.0
         self._stop = threading.Event()
         self._joined = False
         self.last_cycle_at = time.monotonic()
@@ -430,6 +433,7 @@ class ServiceLoop:
     def _complete(self, cycle: _Cycle) -> None:
         if cycle.empty():
             self._producer.poll(0)
+            self._commit_when_due(set())
             return
         report = DeliveryReport(self.spec.changelog_topic)
         sent: dict[str, int] = {}
@@ -459,7 +463,9 @@ class ServiceLoop:
             if offsets is not None:  # None: revoked while the work was in flight
                 offsets.finish(offset)
                 touched.add((topic, partition))
-        failed = self._commit(sorted(touched))
+        failed = self._commit(sorted(touched)) if self.spec.stateful else set()
+        if not self.spec.stateful:
+            self._commit_when_due(touched)
         self._crash.reached("after_offset_store")
         for partition, transaction in cycle.transactions.items():
             store = self._store(partition)
@@ -492,6 +498,16 @@ class ServiceLoop:
                 headers=[(SOURCE_HEADER, source.encode())] if source else None,
                 report=report,
             )
+
+    def _commit_when_due(self, touched: set[TopicPartitionKey]) -> None:
+        """A stateless service commits at most every `commit_interval_s`: a crash redoes at most
+        that much delivered work, and the broker is not sent a commit per (small) cycle."""
+        self._commit_pending |= touched
+        now = time.monotonic()
+        if self._commit_pending and now >= self._next_commit_at:
+            self._commit(sorted(self._commit_pending & self._assigned))
+            self._commit_pending.clear()
+            self._next_commit_at = now + self._settings.commit_interval_s
 
     def _commit(self, keys: list[TopicPartitionKey], *, final: bool = False) -> set[int]:
         """Commit each partition's watermark; return the state partitions whose commit failed.
