@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from fetcher.service import FetcherServiceSettings
-from streamcrawl.cli import _parse_scale
 from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.stack import PRIVATE_NETWORKS, Stack
+from streamcrawl.up_cli import _parse_scale
 
 
 def fetcher_allows_loopback(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> bool:

@@ -1,0 +1,10 @@
+"""How the command line talks to its user: one line at a time, flushed, so a pipe sees progress."""
+
+from __future__ import annotations
+
+import sys
+
+
+def say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,174 @@
+"""`streamcrawl up` (the broker unless one is configured, topics, every service, supervised until
+Ctrl-C) and `streamcrawl demo` (the same around a generated local site, crawled end to end)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from streamcrawl.broker import LocalBroker
+from streamcrawl.console import say
+from streamcrawl.crawl_cli import add_crawl_options, crawl_request, submit_and_follow
+from streamcrawl.demo import demo_site
+from streamcrawl.exceptions import StreamcrawlError
+from streamcrawl.settings import Settings
+from streamcrawl.stack import ROLES, Stack, stack_env
+from streamcrawl.status import broker_answers, gather_status
+from streamcrawl.table import wait_until
+from streamcrawl.testsite import SiteServer
+from streamcrawl.topics import create_topics
+
+DEFAULT_BROKER_DIR = Path(".streamcrawl/kafka")
+STACK_READY_S = 120.0
+MAX_RESTARTS = 5
+
+
+def add_commands(commands: Any) -> None:
+    """`up` and `demo` on the CLI's subcommands."""
+    up = commands.add_parser("up", help="broker (unless configured), topics and every service")
+    add_stack_options(up)
+    up.add_argument("--allow-private-networks", action="store_true")
+    up.set_defaults(run=cmd_up)
+
+    demo = commands.add_parser("demo", help="crawl a local demo site end to end, then stop")
+    add_stack_options(demo)
+    add_crawl_options(demo, max_depth=3, delay_ms=100)
+    demo.set_defaults(run=cmd_demo)
+
+
+def add_stack_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--data-dir", default=str(DEFAULT_BROKER_DIR))
+    command.add_argument("--scale", action="append", default=[], metavar="ROLE=N")
+
+
+def ensure_broker(settings: Settings, data_dir: Path) -> LocalBroker | None:
+    """The configured broker if it answers, else a local one started here (returned)."""
+    if broker_answers(settings):
+        say(f"using the broker at {settings.kafka.bootstrap_servers}")
+        return None
+    broker = LocalBroker.from_settings(settings, data_dir)
+    bootstrap = broker.start()
+    say(f"started the local broker on {bootstrap} in {broker.last_start_s or 0:.1f}s")
+    return broker
+
+
+def start_stack(
+    settings: Settings,
+    args: argparse.Namespace,
+    allow_private: bool,
+    stopped: threading.Event | None = None,
+) -> Stack:
+    """Topics, then every service's processes; returns once each running role is ready."""
+    created = create_topics(settings)
+    say(f"topics ready ({len(created)} created)")
+    scale = dict(_parse_scale(item) for item in args.scale)
+    stack = Stack(stack_env({}), Path(args.data_dir).parent / "logs")
+    stack.start(scale, allow_private_networks=allow_private)
+    interrupted = stopped or threading.Event()
+    ready = wait_until(
+        lambda: interrupted.is_set() or bool(stack.failed()) or stack_ready(settings, stack),
+        STACK_READY_S,
+        interval_s=0.5,
+    )
+    for instance in stack.failed():
+        say(
+            f"{instance.instance_id} exited with {instance.process.poll()}; see {instance.log_path}"
+        )
+    for role in stack.not_built():
+        say(f"{role}: not built yet, not running")
+    if not ready:
+        say(f"not every service was ready within {STACK_READY_S:.0f}s; logs in {stack.log_dir}")
+    for role, info in sorted(gather_status(settings).roles.items()):
+        instances = info["instances"]
+        for item in instances if isinstance(instances, list) else []:
+            api = f"  api http://{item['api']}" if item.get("api") else ""
+            say(f"{role:<9} {item['instance']:<12} metrics http://{item['http']}/metrics{api}")
+    return stack
+
+
+def stack_ready(settings: Settings, stack: Stack) -> bool:
+    """Whether every running instance of the stack has published itself ready in `members`."""
+    running: dict[str, int] = {}
+    for instance in stack.live():
+        if instance.running:
+            running[instance.role] = running.get(instance.role, 0) + 1
+    roles = gather_status(settings, timeout_s=5).roles
+    return all(
+        int(str(roles.get(role, {}).get("ready_instances", 0))) >= count
+        for role, count in running.items()
+    )
+
+
+def _parse_scale(item: str) -> tuple[str, int]:
+    role, _, count = item.partition("=")
+    if role not in ROLES or not count.isdigit() or int(count) < 1:
+        raise StreamcrawlError(f"--scale takes ROLE=N with ROLE one of {', '.join(ROLES)}")
+    return role, int(count)
+
+
+def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
+    """Broker (unless configured), topics, one process per service; Ctrl-C stops them all.
+
+    The services keep their state (and the broker its data) on disk under stable instance ids,
+    so `up` after a stop resumes every crawl where it stood.
+    """
+    stopped = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopped.set())
+    broker = ensure_broker(settings, Path(args.data_dir))
+    try:
+        stack = start_stack(settings, args, args.allow_private_networks, stopped)
+        try:
+            if not stopped.is_set():
+                say("running; Ctrl-C stops every service (the broker keeps its data)")
+            supervise(stack, stopped)
+        finally:
+            say("stopping every service")
+            codes = stack.stop()
+            say("stopped: " + ", ".join(f"{k}={v}" for k, v in sorted(codes.items())))
+    finally:
+        if broker is not None:
+            broker.stop()
+            say("stopped the local broker")
+    return 0
+
+
+def supervise(stack: Stack, stopped: threading.Event) -> None:
+    """Until `stopped`: start again any instance that exits with an error, at most
+    `MAX_RESTARTS` times each, since a service that keeps dying needs a person, not a loop."""
+    restarts: dict[str, int] = {}
+    while not stopped.wait(1.0):
+        for instance in stack.failed():
+            count = restarts.get(instance.instance_id, 0)
+            if count >= MAX_RESTARTS:
+                continue
+            restarts[instance.instance_id] = count + 1
+            say(
+                f"{instance.instance_id} exited with {instance.process.poll()} (log "
+                f"{instance.log_path}); restarting ({count + 1}/{MAX_RESTARTS})"
+            )
+            stack.restart(instance.instance_id)
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    """The README's crawl: the generated demo site crawled end to end, then everything stopped."""
+    broker = ensure_broker(settings, Path(args.data_dir))
+    site = SiteServer(demo_site()).start()
+    try:
+        stack = start_stack(settings, args, allow_private=True)
+        try:
+            hosts = ", ".join(site.site.origin(h) for h in range(site.graph.hosts))
+            say(f"demo site: {site.site.seed_url} (hosts {hosts})")
+            args.urls = [site.site.seed_url]
+            if args.same_domain == "host":  # the demo's hosts are ports of one address
+                args.same_domain = "registered_domain"
+            return submit_and_follow(settings, crawl_request(args), args.timeout_s)
+        finally:
+            stack.stop()
+    finally:
+        site.stop()
+        if broker is not None:
+            broker.stop()
