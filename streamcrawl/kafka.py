@@ -225,7 +225,6 @@ class KafkaProducer:
         *,
         partition: int | None = None,
         headers: Headers | None = None,
-        on_delivery: Callable[[Message], None] | None = None,
     ) -> DeliveryFuture:
         """Queue one message; the future resolves when the broker has it (acks=all)."""
         self._raise_if_fatal()
@@ -235,8 +234,6 @@ class KafkaProducer:
             if error is not None:
                 future.set_exception(DeliveryError(f"{topic}: {error}"))
                 return
-            if on_delivery is not None:
-                on_delivery(message)
             future.set_result(message)
 
         self.send(topic, key, value, partition=partition, headers=headers, report=delivered)
