@@ -94,8 +94,9 @@ class LoopSettings(BaseModel):
     deferred_poll_s: float = Field(default=0.005, gt=0, le=1)
     """The slice of that wait after which a cycle looks for finished deferred work."""
     max_uncommitted_per_partition: int = Field(default=500, ge=1)
-    commit_interval_s: float = Field(default=1.0, gt=0)
-    """How often a stateless service commits (stateful ones commit every cycle, before state)."""
+    commit_interval_s: float = Field(default=0.1, gt=0)
+    """How often a stateless service commits (stateful ones commit every cycle, before state).
+    Short, because what a fetcher finished but had not committed is fetched again after a fault."""
     delivery_timeout_s: float = Field(default=60.0, gt=0)
     session_timeout_ms: int = Field(default=45_000, ge=1000)
     heartbeat_interval_ms: int = Field(default=3_000, ge=100)

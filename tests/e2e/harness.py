@@ -81,14 +81,6 @@ class EndToEnd:
         self.stack = Stack(env, self.root / "logs", role_env=role_env, cwd=REPO)
         self.restarted: list[str] = []
 
-    def logs_contain(self, text: str) -> list[str]:
-        """Instance ids whose log holds `text`."""
-        return [
-            i.instance_id
-            for i in self.stack.live()
-            if i.log_path.exists() and text in i.log_path.read_text(errors="replace")
-        ]
-
     def start(self) -> EndToEnd:
         self.deployment.create(ALL_TOPICS)
         self.server.start()

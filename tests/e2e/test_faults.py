@@ -9,9 +9,10 @@ is ready again. The module runs its own broker (a `LocalBroker` on free ports) b
 restarts it, which it cannot do to the session's.
 
 A duplicate fetch can only come from a lease in flight at a fault: the frontier's open leases (at
-most the lease window, 2 per host) or the fetcher's delivered but uncommitted requests (one
-cycle's worth, itself within those leases). So each fault that touches fetching (the frontier,
-the fetcher, the broker) may cost one window per host; the tests print the count they saw.
+most the lease window, 2 per host) or the fetcher's finished but uncommitted requests (it commits
+every `commit_interval_s`, 0.1 s, less than one politeness delay: at most one per host). So each
+fault that touches fetching (the frontier, the fetcher, the broker) may cost the lease window
+plus one per host; the tests print the count they saw.
 
 The broker restart runs as its own crawl. Right after a restart librdkafka may fence the static
 members of the groups ("Static consumer fenced by other consumer with same group.instance.id", a
@@ -44,6 +45,8 @@ MAX_DEPTH = 5
 DELAY_MS = 350
 """Long enough that the crawl (about 130 pages on its largest host) outlasts five faults."""
 LEASE_WINDOW = 2
+UNCOMMITTED_PER_HOST = 1
+"""The fetcher's uncommitted window per host: one commit interval is under one delay."""
 CRASHES = {
     "fetcher": "after_delivery:3",
     "parser": "after_offset_store:3",
@@ -52,7 +55,6 @@ CRASHES = {
 }
 """The crash point each service dies at after its clean restart; the frontier's is set at start."""
 FRONTIER_CRASH = "after_produce:6"
-FENCED = "Static consumer fenced"
 STALL_S = 60.0
 """No page served for this long after the broker restart: the crawl is stuck (retries wait ~1 s)."""
 
@@ -70,7 +72,11 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
 
 
 class Stall:
-    """Gives up on a crawl whose services are fenced, or that served nothing new for a while."""
+    """Gives up on a crawl that served nothing new for a while.
+
+    Not on a "fenced" line in the logs: a fenced service now exits and is restarted, and its log
+    (appended to by the restarted process) keeps the line, so that check gave up on crawls that
+    were recovering."""
 
     def __init__(self, e2e: EndToEnd, quiet_s: float = STALL_S) -> None:
         self.e2e = e2e
@@ -87,8 +93,7 @@ class Stall:
         served = len(self.e2e.server.page_requests())
         if served != self.served:
             self.served, self.changed = served, now
-        fenced = bool(self.e2e.logs_contain(FENCED)) and not self.e2e.stack.failed()
-        return fenced or now - self.changed > self.quiet_s
+        return now - self.changed > self.quiet_s
 
 
 def trap_guard(url: str) -> bool:
@@ -119,7 +124,7 @@ def assert_matches_reference(
     }
     assert e2e.link_edges(crawl_id) == expected
     repeats = Counter(served) - Counter(reference.attempts)
-    bound = fetching_faults * LEASE_WINDOW * e2e.graph.hosts
+    bound = fetching_faults * (LEASE_WINDOW + UNCOMMITTED_PER_HOST) * e2e.graph.hosts
     print(f"duplicate fetches: {sum(repeats.values())} (bound {bound}): {dict(repeats)}")
     assert sum(repeats.values()) <= bound, repeats
 
