@@ -17,10 +17,10 @@ one pass over the queues (:meth:`Dispatcher._dispatch`), however many of them ha
 
 Read-ahead: :attr:`Dispatcher.buffered` counts requests submitted and not yet started or dropped,
 and :attr:`Dispatcher.full` says when it reached ``read_ahead``; both are safe to read from the
-service's thread, so the service could pause its partitions on them (with
-:attr:`Dispatcher.can_resume`, at half, to resume). Today the kernel bounds the same thing per
-partition instead: it pauses a partition once ``max_uncommitted_per_partition`` of its messages
-are unfinished or finished above an unfinished one, so the read-ahead stays below partitions x that.
+service's thread, where `fetcher.handler.FetcherHandler.accepting` pauses the partitions on them
+(with :attr:`Dispatcher.can_resume`, at half, to resume). The kernel also bounds each partition:
+it pauses one once ``max_uncommitted_per_partition`` of its messages are unfinished or finished
+above an unfinished one.
 """
 
 from __future__ import annotations
