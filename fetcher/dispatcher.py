@@ -17,10 +17,10 @@ one pass over the queues (:meth:`Dispatcher._dispatch`), however many of them ha
 
 Read-ahead: :attr:`Dispatcher.buffered` counts requests submitted and not yet started or dropped,
 and :attr:`Dispatcher.full` says when it reached ``read_ahead``; both are safe to read from the
-service's thread, so the service could pause its partitions on them (with
-:attr:`Dispatcher.can_resume`, at half, to resume). Today the kernel bounds the same thing per
-partition instead: it pauses a partition once ``max_uncommitted_per_partition`` of its messages
-are unfinished or finished above an unfinished one, so the read-ahead stays below partitions x that.
+service's thread, where `fetcher.handler.FetcherHandler.accepting` pauses the partitions on them
+(with :attr:`Dispatcher.can_resume`, at half, to resume). The kernel also bounds each partition:
+it pauses one once ``max_uncommitted_per_partition`` of its messages are unfinished or finished
+above an unfinished one.
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ from streamcrawl.handler import Deferred
 log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 1.0
+PRUNE_EVERY_S = 600.0
+"""How often idle politeness slots are forgotten (`fetcher.politeness.Politeness.prune`)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,10 @@ class Dispatcher:
         """Requests that left the read-ahead (started, dropped, handed back); written by the loop's
         thread only."""
         self.dropped_expired = 0
+        self._hosts_by_partition: dict[int, set[str]] = {}
+        """Hosts each partition sent requests for: forgotten when it is revoked, so if it comes
+        back the first request to each waits a delay (another fetcher may just have fetched)."""
+        self._pruned_at = clock.monotonic()
 
     # ----- called from the service loop's thread ---------------------------------------------
 
@@ -207,8 +213,13 @@ class Dispatcher:
         with self._inbox_lock:
             jobs, self._inbox, self._inbox_due = self._inbox, [], False
         now = self._clock.monotonic()
+        hosts_by_partition = self._hosts_by_partition
         for job in jobs:
             job.queued_at = now
+            hosts = hosts_by_partition.get(job.partition)
+            if hosts is None:
+                hosts = hosts_by_partition[job.partition] = set()
+            hosts.add(job.request.host)
             self._queues.push(job)
         self._schedule()
 
@@ -216,7 +227,17 @@ class Dispatcher:
         for job in self._queues.remove_where(lambda queued: queued.partition in partitions):
             self._left += 1
             self._finish_deferred(job)  # nothing produced; the new owner fetches it
-            self._politeness.forget(job.host)
+        for partition in partitions:
+            for host in self._hosts_by_partition.pop(partition, ()):
+                self._politeness.forget(host)
+
+    def _prune(self) -> None:
+        """Forget idle politeness slots, and the hosts without one from the partitions' sets."""
+        self._pruned_at = self._clock.monotonic()
+        if self._politeness.prune():
+            known = self._politeness.known
+            for partition, hosts in self._hosts_by_partition.items():
+                self._hosts_by_partition[partition] = {host for host in hosts if known(host)}
 
     def _abandon_queued(self) -> None:
         for job in self._queues.remove_where(lambda queued: True):
@@ -241,6 +262,8 @@ class Dispatcher:
         self._dispatch_due = False
         if self._stopping:
             return
+        if self._clock.monotonic() - self._pruned_at > PRUNE_EVERY_S:
+            self._prune()
         for job in self._queues.drop_expired():
             self._left += 1
             self.dropped_expired += 1
@@ -319,14 +342,26 @@ class Dispatcher:
         result = await metrics.counted(
             fetch(self._session, target, self._settings.http, self._clock)
         )
-        self._politeness.release(grant, status=result.status, retry_after_s=result.retry_after_s)
+        self._politeness.release(
+            grant,
+            status=result.status,
+            retry_after_s=result.retry_after_s,
+            answered_at=result.answered_at,
+        )
         self._finish_result(job, result, sitemaps)
 
     async def _fetch_robots(
         self, robots: RobotsCache, job: Job, grant: Grant, on_sent: SentHook
     ) -> None:
-        """Spend the grant on the host's robots.txt; the page goes back to wait for its turn."""
-        rules = await robots.fetch_rules(job.request.url, on_sent)
+        """Spend the grant on the host's robots.txt (its redirect hops a delay apart); the page
+        goes back to wait for its turn."""
+
+        async def pace() -> None:
+            wait_s = self._politeness.hop_wait_s(grant)
+            if wait_s > 0:
+                await asyncio.sleep(wait_s)
+
+        rules = await robots.fetch_rules(job.request.url, on_sent, pace)
         self._politeness.release(grant, status=rules.status)
         self._politeness.set_robots_delay(job.host, rules.crawl_delay_s)
         job.queued_at = self._clock.monotonic()

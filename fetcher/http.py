@@ -193,6 +193,7 @@ class _Draft:
     wire_bytes: int = 0
     etag: str | None = None
     last_modified: str | None = None
+    answered_at: float | None = None
 
     def fail(self, failure: Failure) -> None:
         self.kind, self.failure = failure.kind, failure
@@ -214,6 +215,7 @@ class _Draft:
             wire_bytes=self.wire_bytes,
             etag=self.etag,
             last_modified=self.last_modified,
+            answered_at=self.answered_at,
         )
 
 
@@ -241,6 +243,7 @@ async def _exchange(
                 async with session.get(
                     URL(url, encoded=True), allow_redirects=False, headers=_request_headers(target)
                 ) as response:
+                    draft.answered_at = clock.monotonic()
                     deadline.progress()
                     await _read_response(response, url, target, limits, clock, draft, deadline)
             finally:

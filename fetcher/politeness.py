@@ -22,6 +22,16 @@ a margin of ``max(send_margin_s, send_margin_ratio * delay)`` (5 ms or 2 %; none
 0) for what lies between the socket and the server's clock (scheduling on either side), so the
 smallest gap between two arrivals at the server is the delay, not the delay less a few ms.
 
+That margin covers a few ms, not a server (or a machine) slow to take a request in: under load a
+request can wait tens of ms between our socket and the moment the server notes it, and the next
+one, sent a delay later, may wait less. So the gap also counts from the moment the response's
+status line and headers arrived (:meth:`Politeness.release`, ``answered_at``), or from the release
+when no response came: the server saw the request before it answered, so with one request at a
+time per host the next one reaches it at least a delay after the previous one, however late it
+noted either. The rate is then one request per delay plus response time (a ms or two locally).
+A grant that sends more than one request (robots.txt following its redirects) waits the delay
+between them too (:meth:`Politeness.hop_wait_s`).
+
 Adaptive delay (AutoThrottle-like, one rule per released grant):
 
 - 429 or 503: the adaptive delay doubles, to at least ``backoff_floor_s`` and at most
@@ -235,18 +245,37 @@ class Politeness:
         slot.last_start = max(slot.last_start, now + margin)
 
     def release(
-        self, grant: Grant, *, status: int | None = None, retry_after_s: float | None = None
+        self,
+        grant: Grant,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+        answered_at: float | None = None,
     ) -> None:
-        """The request under ``grant`` ended with ``status`` (None: no response); adapt."""
+        """The request under ``grant`` ended with ``status`` (None: no response); adapt. The
+        host's next gap counts from ``answered_at`` (when the response's headers came) or, without
+        one, from now, unless it already counts from later (module docstring)."""
         sent_at = self._outstanding.get(grant.grant_id, grant.started_at)
         slot = self._return(grant)
         now = self._clock.monotonic()
+        slot.last_start = max(slot.last_start, now if answered_at is None else answered_at)
         self._adapt(slot, status, max(now - sent_at, 0.0))
         if retry_after_s is not None:
             wait = min(max(retry_after_s, 0.0), self._settings.retry_after_cap_s)
             slot.blocked_until = max(slot.blocked_until, now + wait)
         self._drop_if_forgotten(grant.host, slot)
         self._changed(grant.host)
+
+    def hop_wait_s(self, grant: Grant) -> float:
+        """The request under ``grant`` was answered and the grant is about to send another (the
+        next hop of a robots.txt redirect): seconds to wait first, the answer counting as the
+        previous start as in :meth:`release`. Call it once per hop, right before it."""
+        now = self._clock.monotonic()
+        slot = self._slots.get(grant.host)
+        if slot is None:
+            return 0.0
+        slot.last_start = max(slot.last_start, now)
+        return max(slot.last_start + self.delay(grant.host), slot.blocked_until) - now
 
     def cancel(self, grant: Grant) -> None:
         """Give back a grant no request was sent under (robots.txt denied the URL, say): the
@@ -273,6 +302,10 @@ class Politeness:
     def _drop_if_forgotten(self, host: str, slot: _Slot) -> None:
         if slot.forgotten and slot.active == 0:
             del self._slots[host]
+
+    def known(self, host: str) -> bool:
+        """Whether ``host`` has a slot (it was asked for and not forgotten or pruned since)."""
+        return host in self._slots
 
     def forget(self, host: str) -> None:
         """Drop a host whose partition was revoked; in-flight grants still count until released."""

@@ -77,6 +77,10 @@ class FetchResult:
     """Bytes of body read from the connection, before decoding."""
     etag: str | None = None
     last_modified: str | None = None
+    answered_at: float | None = None
+    """Monotonic time (the fetch's clock) the response's status and headers were read; None when
+    none came. The server saw the request before then, so politeness counts the next gap from
+    no earlier than this (`fetcher.politeness.Politeness.release`)."""
 
     @property
     def retry_after_s(self) -> float | None:

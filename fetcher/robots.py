@@ -42,6 +42,9 @@ from streamcrawl.clock import Clock
 KIB = 1024
 
 RobotsFetch = Callable[[FetchTarget], Awaitable[FetchResult]]
+HopPacer = Callable[[], Awaitable[None]]
+"""Awaited before each redirect hop of a robots.txt fetch: the hop is one more request to the
+host, so the caller's politeness spaces it from the one before."""
 """Fetches one URL without following redirects: :func:`fetcher.http.fetch` with its session."""
 
 
@@ -147,15 +150,17 @@ class RobotsCache:
         """Cached rules, or fetched ones when there are none (the caller owns politeness)."""
         return self.cached(url) or await self.fetch_rules(url)
 
-    async def fetch_rules(self, url: str, on_sent: SentHook | None = None) -> RobotsRules:
+    async def fetch_rules(
+        self, url: str, on_sent: SentHook | None = None, pace: HopPacer | None = None
+    ) -> RobotsRules:
         """Fetch ``url``'s origin's robots.txt now (joining a fetch already under way, whose
-        caller's ``on_sent`` is the one called)."""
+        caller's ``on_sent`` and ``pace`` are the ones called)."""
         origin = robots_origin(url)
         if origin is None:
             raise ValueError(f"no http(s) origin in {url[:200]!r}")
         task = self._pending.get(origin)
         if task is None:
-            fetching = self._fetch_and_store(origin, on_sent)
+            fetching = self._fetch_and_store(origin, on_sent, pace)
             task = asyncio.get_running_loop().create_task(fetching)
             self._pending[origin] = task
             task.add_done_callback(lambda _: self._pending.pop(origin, None))
@@ -168,17 +173,23 @@ class RobotsCache:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _fetch_and_store(self, origin: str, on_sent: SentHook | None) -> RobotsRules:
-        rules = await self._fetch_rules(origin, on_sent)
+    async def _fetch_and_store(
+        self, origin: str, on_sent: SentHook | None, pace: HopPacer | None
+    ) -> RobotsRules:
+        rules = await self._fetch_rules(origin, on_sent, pace)
         self._rules[origin] = rules
         self._rules.move_to_end(origin)
         while len(self._rules) > self._settings.max_origins:
             self._rules.popitem(last=False)
         return rules
 
-    async def _fetch_rules(self, origin: str, on_sent: SentHook | None) -> RobotsRules:
+    async def _fetch_rules(
+        self, origin: str, on_sent: SentHook | None, pace: HopPacer | None
+    ) -> RobotsRules:
         url = f"{origin}/robots.txt"
-        for _ in range(self._settings.max_redirects + 1):
+        for hop in range(self._settings.max_redirects + 1):
+            if hop and pace is not None:
+                await pace()
             result = await self._fetch(FetchTarget(url=url, on_sent=on_sent))
             if result.kind != "redirect" or result.redirect_to is None:
                 return self._rules_from(origin, url, result)

@@ -26,8 +26,9 @@ result is a table. Not a test: nothing asserts a duration.
    first request, which is robots.txt, so k pages take k + 1 requests ideally starting at d, 2d,
    ... (k+1)d after the submit: achieved rate = all requests / (last arrival - submit), against
    the ideal hosts / d. Targets: >= 0.9 of ideal; no two arrivals at one host closer than d. The
-   grants and the send stamps (`Politeness.mark_sent`, from which the gap counts) are recorded
-   on the dispatcher's clock to show where the time between grant and arrival goes.
+   grants and the send stamps (`Politeness.mark_sent`; the gap counts from these plus a margin,
+   or from the previous answer when later) are recorded on the dispatcher's clock to show where
+   the time between grant and arrival goes.
 3. Hostile servers, each scenario in a fresh child process so that ``ru_maxrss`` covers only it
    (a sampler of the current RSS runs beside it), under short deadlines and a global concurrency
    of ``HOSTILE_CONCURRENCY``. The mix: gzip, zstd and br bombs and a 2 GB chunked body (submitted
@@ -1187,7 +1188,7 @@ def report_politeness(result: PolitenessResult) -> list[str]:
             f"at the server: {lag(0.0)} min, {lag(0.5)} median, {lag(1.0)} max"
         ),
         note(
-            f"send stamps (the gap counts from these, plus a margin of max(5 ms, 2%)): send -> "
+            f"send stamps (the gap counts from these plus max(5 ms, 2%), or the answer): send -> "
             f"arrival {lag(0.0, result.send_lags)} min, {lag(0.5, result.send_lags)} median, "
             f"{lag(1.0, result.send_lags)} max; {len(result.send_lags)} sends matched"
         ),

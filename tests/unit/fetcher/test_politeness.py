@@ -209,6 +209,49 @@ def test_the_margin_is_two_percent_of_a_long_delay_and_none_without_a_delay() ->
     assert politeness.next_allowed_at("fast.example") == now
 
 
+def test_the_gap_counts_from_the_answer_when_it_came_later_than_the_send_and_margin() -> None:
+    """The server noted the request before it answered: a slow intake cannot shorten the gap."""
+    clock = FakeClock()
+    politeness = Politeness(PolitenessSettings(latency_factor=0), clock)
+    politeness.note_request(HOST, "crawl", 1.0)
+    grant = _grant(politeness, clock)
+    politeness.mark_sent(grant)
+    clock.advance(0.3)
+    answered_at = clock.monotonic()
+    clock.advance(0.2)  # the body streams
+    politeness.release(grant, status=301, answered_at=answered_at)
+    assert politeness.next_allowed_at(HOST) == pytest.approx(answered_at + 1.0)
+
+
+def test_without_an_answer_the_gap_counts_from_the_release() -> None:
+    clock = FakeClock()
+    politeness = Politeness(PolitenessSettings(latency_factor=0), clock)
+    politeness.note_request(HOST, "crawl", 1.0)
+    grant = _grant(politeness, clock)
+    politeness.mark_sent(grant)
+    clock.advance(0.7)  # a reset after the server may have taken the request in
+    politeness.release(grant, status=None)
+    assert politeness.next_allowed_at(HOST) == pytest.approx(clock.monotonic() + 1.0)
+
+
+def test_a_grant_sending_again_waits_a_delay_from_the_previous_answer() -> None:
+    """robots.txt's redirect hops are requests to the host like any other."""
+    clock = FakeClock()
+    politeness = Politeness(PolitenessSettings(latency_factor=0), clock)
+    politeness.note_request(HOST, "crawl", 1.0)
+    grant = _grant(politeness, clock)
+    politeness.mark_sent(grant)
+    clock.advance(0.1)
+    assert politeness.hop_wait_s(grant) == pytest.approx(1.0)
+    clock.advance(1.0)
+    politeness.mark_sent(grant)  # the hop
+    politeness.release(grant, status=404, answered_at=clock.monotonic())
+    assert politeness.next_allowed_at(HOST) == pytest.approx(clock.monotonic() + 1.0 + 0.02)
+    politeness.forget(HOST)
+    assert not politeness.known(HOST)
+    assert politeness.hop_wait_s(grant) == 0.0, "a forgotten host's grant has nothing to wait for"
+
+
 def test_latency_counts_from_the_send_and_a_late_send_report_is_ignored() -> None:
     clock = FakeClock()
     politeness = Politeness(PolitenessSettings(latency_factor=2.0), clock)
