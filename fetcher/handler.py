@@ -10,9 +10,8 @@ The read-ahead bound: :meth:`FetcherHandler.accepting` turns False once the disp
 ``read_ahead``, and True again only once it drained below half of it, so the service pauses its
 ``fetch`` partitions while the buffer is full and resumes them when it drains, without ever
 blocking the poll loop (requests already polled are always taken, so the buffer may pass the
-bound by one poll's batch). The kernel is to ask it once a cycle, as ``BaseHandler.accepting``
-(not in the kernel yet: until then its per-partition bound, ``max_uncommitted_per_partition``, is
-the only one that pauses, and tests/integration/test_fetcher_service.py skips the test of this).
+bound by one poll's batch). The kernel asks it once a cycle (``BaseHandler.accepting``), on top of
+its own per-partition bound, ``max_uncommitted_per_partition``.
 """
 
 from __future__ import annotations

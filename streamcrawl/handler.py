@@ -158,3 +158,8 @@ class BaseHandler:
 
     def ready(self) -> bool:
         return True
+
+    def accepting(self) -> bool:
+        """False pauses every input partition until it returns True again. Asked once a cycle,
+        after the cycle's records were handled (records already polled are always handled)."""
+        return True

@@ -547,6 +547,8 @@ class ServiceLoop:
             else:
                 self._throttled.discard(key)
         should_pause = (self._blocked | self._throttled) & self._assigned
+        if isinstance(self.handler, BaseHandler) and not self.handler.accepting():
+            should_pause = set(self._assigned)
         to_pause = should_pause - self._paused
         to_resume = (self._paused - should_pause) & self._assigned
         if to_pause:

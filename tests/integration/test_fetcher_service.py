@@ -22,7 +22,6 @@ from schemas.base import now_millis
 from schemas.registry import ALL_TOPICS
 from schemas.serde import decode, decode_page, encode
 from streamcrawl.crashpoints import CRASH_EXIT_CODE
-from streamcrawl.handler import BaseHandler
 from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader, produce_json
 
 pytestmark = pytest.mark.kafka
@@ -262,10 +261,6 @@ READ_AHEAD = 20
 BATCH = 5
 
 
-@pytest.mark.skipif(
-    "accepting" not in vars(BaseHandler),
-    reason="needs the kernel to ask BaseHandler.accepting() each cycle (see fetcher/handler.py)",
-)
 def test_a_full_read_ahead_pauses_the_partition_and_a_drained_one_resumes_it(
     deployment: Deployment, started: list[ServiceProcess]
 ) -> None:
