@@ -43,12 +43,18 @@ from storage.exceptions import WarcError
 from storage.journal import RecordJournal
 from storage.records import (
     EMPTY_PAYLOAD_DIGEST,
+    RECORD_END,
+    REQUEST_TYPE,
+    RESPONSE_TYPE,
+    WARC_VERSION,
     b32_digest,
+    http_header_block,
     record_id,
     request_bytes,
     response_headers,
     sha256_digest,
     warc_date,
+    warc_header_block,
 )
 from storage.warcfiles import (
     OPEN_SUFFIX,
@@ -62,7 +68,6 @@ from storage.warcfiles import (
 from streamcrawl.crashpoints import CrashPoints
 
 FILE_PREFIX = "streamcrawl"
-WARC_VERSION = "WARC/1.1"
 REMEMBERED_RECORDS = 50_000
 SERVER_NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 """Record ids kept for redelivery detection: far more than can be uncommitted at once (at most
@@ -206,29 +211,28 @@ class WarcWriter:
 
     def prepare_response(self, page: FetchedPage, body: bytes) -> PreparedFetch:
         """The fetch's records built and compressed, not yet written. Like every method here, for
-        one thread at a time."""
+        one thread at a time. Laid out by `storage.records` as warcio lays them out."""
         response_id = record_id("response", page)
         known = self._known.get(response_id)
         if known is not None:
             return PreparedFetch(page.crawl_id, response_id, b"", b"", known)
-        http_headers = response_headers(page, len(body))
-        http_headers.compute_headers_buffer()
-        block = hashlib.sha256(http_headers.headers_buff)
+        http_block = http_header_block(page, len(body))
+        block = hashlib.sha256(http_block)
         block.update(body)
-        fields = self._fields(page, response_id)
-        fields["WARC-Payload-Digest"] = sha256_digest(page.sha256)
-        fields["WARC-Block-Digest"] = b32_digest(block.digest())
+        fields = [
+            ("WARC-Record-ID", response_id),
+            ("WARC-Date", warc_date(page.fetched_at)),
+            ("WARC-Payload-Digest", sha256_digest(page.sha256)),
+            ("WARC-Block-Digest", b32_digest(block.digest())),
+        ]
         if page.truncated:
-            fields["WARC-Truncated"] = "length"
-        record = self._builder.create_warc_record(
-            page.final_url,
-            "response",
-            payload=io.BytesIO(body),
-            length=len(body),
-            http_headers=http_headers,
-            warc_headers_dict=fields,
+            fields.append(("WARC-Truncated", "length"))
+        head = warc_header_block(
+            "response", page.final_url, fields, RESPONSE_TYPE, len(http_block) + len(body)
         )
-        return self._prepared(page, response_id, record)
+        main = self._member(head, http_block, body, RECORD_END)
+        request = self._request(page, response_id)
+        return PreparedFetch(page.crawl_id, response_id, main, request, None)
 
     def prepare_revisit(self, page: FetchedPage, refers_to: RevisitTarget) -> PreparedFetch:
         revisit_id = record_id("revisit", page)
@@ -247,7 +251,9 @@ class WarcWriter:
         )
         if page.status == 304:  # the server said so itself; a same-hash 200 keeps warcio's profile
             record.rec_headers.replace_header("WARC-Profile", SERVER_NOT_MODIFIED_PROFILE)
-        return self._prepared(page, revisit_id, record)
+        main = self._serialize(record)
+        request = self._request(page, revisit_id)
+        return PreparedFetch(page.crawl_id, revisit_id, main, request, None)
 
     def _fields(self, page: FetchedPage, own_id: str) -> dict[str, str]:
         return {"WARC-Record-ID": own_id, "WARC-Date": warc_date(page.fetched_at)}
@@ -259,24 +265,25 @@ class WarcWriter:
         self._serializer.write_record(record)
         return isal_zlib.compress(out.getbuffer(), self._level, wbits=31)
 
-    def _prepared(self, page: FetchedPage, main_id: str, main: object) -> PreparedFetch:
-        request_id = record_id("request", page)
+    def _member(self, *parts: bytes) -> bytes:
+        """One gzip member of the parts, compressed by ISA-L without joining them first."""
+        compressor = isal_zlib.compressobj(self._level, isal_zlib.DEFLATED, 31)
+        compressed = [compressor.compress(part) for part in parts]
+        compressed.append(compressor.flush())
+        return b"".join(compressed)
+
+    def _request(self, page: FetchedPage, concurrent_to: str) -> bytes:
+        """The request record's gzip member."""
         message = request_bytes(page.final_url)
-        request = self._builder.create_warc_record(
-            page.final_url,
-            "request",
-            payload=io.BytesIO(message),
-            length=len(message),
-            warc_headers_dict={
-                **self._fields(page, request_id),
-                "WARC-Concurrent-To": main_id,
-                "WARC-Payload-Digest": EMPTY_PAYLOAD_DIGEST,
-                "WARC-Block-Digest": b32_digest(hashlib.sha256(message).digest()),
-            },
+        fields = (
+            ("WARC-Record-ID", record_id("request", page)),
+            ("WARC-Date", warc_date(page.fetched_at)),
+            ("WARC-Concurrent-To", concurrent_to),
+            ("WARC-Payload-Digest", EMPTY_PAYLOAD_DIGEST),
+            ("WARC-Block-Digest", b32_digest(hashlib.sha256(message).digest())),
         )
-        return PreparedFetch(
-            page.crawl_id, main_id, self._serialize(main), self._serialize(request), None
-        )
+        head = warc_header_block("request", page.final_url, fields, REQUEST_TYPE, len(message))
+        return self._member(head, message, RECORD_END)
 
     def append(self, prepared: PreparedFetch) -> WrittenFetch:
         """Write prepared records to the crawl's current file (nothing when already written)."""
