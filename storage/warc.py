@@ -265,12 +265,10 @@ class WarcWriter:
         self._serializer.write_record(record)
         return isal_zlib.compress(out.getbuffer(), self._level, wbits=31)
 
-    def _member(self, *parts: bytes) -> bytes:
-        """One gzip member of the parts, compressed by ISA-L without joining them first."""
-        compressor = isal_zlib.compressobj(self._level, isal_zlib.DEFLATED, 31)
-        compressed = [compressor.compress(part) for part in parts]
-        compressed.append(compressor.flush())
-        return b"".join(compressed)
+    def _member(self, *parts: bytes, level: int | None = None) -> bytes:
+        """One gzip member of the parts, compressed by ISA-L (the writer's level unless given)."""
+        chosen = self._level if level is None else level
+        return isal_zlib.compress(b"".join(parts), chosen, wbits=31)
 
     def _request(self, page: FetchedPage, concurrent_to: str) -> bytes:
         """The request record's gzip member."""
@@ -283,7 +281,7 @@ class WarcWriter:
             ("WARC-Block-Digest", b32_digest(hashlib.sha256(message).digest())),
         )
         head = warc_header_block("request", page.final_url, fields, REQUEST_TYPE, len(message))
-        return self._member(head, message, RECORD_END)
+        return self._member(head, message, RECORD_END, level=0)  # a few hundred bytes: level 0
 
     def append(self, prepared: PreparedFetch) -> WrittenFetch:
         """Write prepared records to the crawl's current file (nothing when already written)."""
@@ -300,12 +298,13 @@ class WarcWriter:
 
     def _append(self, current: _OpenFile, data: bytes, *, crash_point: bool = True) -> None:
         half = len(data) // 2
+        view = memoryview(data)
         try:
-            current.handle.write(data[:half])
+            current.handle.write(view[:half])
             if crash_point:
                 current.handle.flush()
                 self._crash.reached(CRASH_MID_WARC)
-            current.handle.write(data[half:])
+            current.handle.write(view[half:])
             current.handle.flush()
             if self._fsync:
                 os.fsync(current.handle.fileno())
@@ -319,6 +318,7 @@ class WarcWriter:
         try:
             current.handle.truncate(current.size)
             current.handle.close()
+            self._journal.flush()  # its lines are needed once the marker is gone
         except OSError:
             pass  # its `.open` marker stays: the next start cuts the torn tail
         else:
@@ -364,6 +364,7 @@ class WarcWriter:
     def _close(self, directory: str) -> None:
         current = self._open.pop(directory)
         current.handle.close()
+        self._journal.flush()  # a restart finds this file's records in the journal, not by a walk
         current.path.with_name(current.path.name + OPEN_SUFFIX).unlink(missing_ok=True)
 
     def close(self) -> None:

@@ -222,8 +222,10 @@ class HandlerRun:
             child.merge_into_parent()
             self.offset += 1
             if self.offset % COMMIT_EVERY == 0:
+                self.handler.on_tick(Context(partition=0, transaction=cycle))  # blobs settle
                 self.store.write(cycle.writes, "changelog", None)
                 cycle = Transaction(self.store)
+        self.handler.on_tick(Context(partition=0, transaction=cycle))
         self.store.write(cycle.writes, "changelog", None)
 
     def close(self) -> None:
