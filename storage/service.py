@@ -84,7 +84,7 @@ def main() -> int:
     settings = StorageServiceSettings()
     configure_logging("storage", settings.instance_id, settings.log_level)
     options = settings.storage
-    crash_points = CrashPoints(settings.crash_at)
+    crash_points = CrashPoints(settings.crash_at) if settings.crash_at else None
     blobs = BlobStore(
         options.root,
         settings.instance_id,
