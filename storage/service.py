@@ -115,7 +115,7 @@ def main() -> int:
         stack.callback(warc.close)
         executor = None
         if options.parallel_compression:
-            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage-warc")
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage-blob")
             stack.callback(executor.shutdown)
         handler = StorageHandler(blobs, warc, options.history_limit, executor)
         spec = service_spec(
