@@ -12,6 +12,7 @@ the instance that left it removes when it starts again (`remove_own_temporaries`
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import uuid
@@ -29,6 +30,7 @@ BLOB_SUFFIX = ".zst"
 TEMP_MARK = ".tmp-"
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 
+CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL
 CRASH_BEFORE_BLOB_RENAME = "storage_before_blob_rename"
 """Crash point: the temporary file holds the whole compressed body, not yet renamed."""
 
@@ -77,7 +79,9 @@ class BlobStore:
         self._fsync = fsync
         self._crash = crash_points or CrashPoints(None)
         self._root = str(root)
-        self._known_dirs: set[str] = set()
+        self._temporary_mark = f"{TEMP_MARK}{writer_id}-{uuid.uuid4().hex[:12]}-"
+        """Unique to this writer and this run, so no two runs' temporaries share a name."""
+        self._serial = itertools.count()
 
     def put(self, content_hash: str, body: bytes) -> BlobWrite:
         """Store `body` under its hash unless already there. The caller has checked the hash."""
@@ -88,13 +92,13 @@ class BlobStore:
         return self._write(relative, final, self._compressor.compress(body))
 
     def _write(self, relative: str, final: str, compressed: bytes) -> BlobWrite:
-        directory = os.path.dirname(final)
-        if directory not in self._known_dirs:
-            os.makedirs(directory, exist_ok=True)
-            self._known_dirs.add(directory)
         stem = final.removesuffix(BLOB_SUFFIX)
-        temporary = f"{stem}{TEMP_MARK}{self._writer_id}-{uuid.uuid4().hex}"
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        temporary = f"{stem}{self._temporary_mark}{next(self._serial)}"
+        try:
+            descriptor = os.open(temporary, CREATE_FLAGS, 0o644)
+        except FileNotFoundError:  # the shard's first blob (once per directory, ever)
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            descriptor = os.open(temporary, CREATE_FLAGS, 0o644)
         try:
             written = os.write(descriptor, compressed)
             while written < len(compressed):

@@ -14,27 +14,38 @@ For a page arriving on `pages`:
    page's offset, then writes the index.
 
 The expensive part of a new body is compressing it twice (zstd for the blob, gzip for the WARC).
-With an executor, its thread checks the body's hash and then compresses and writes the blob, while
-this one builds and compresses the WARC records (zstd, ISA-L and hashlib release the GIL); the
-records are appended only once the hash is known good. On one free core that changes nothing;
-with two it nearly halves the time. The blob lands before the records, and the index points at
-neither until both are on disk and the offset is committed.
+With an executor, the blob (zstd, temporary file, rename) is handed to its one thread and `handle`
+returns without waiting, so the next page's records are built while that blob is compressed (zstd,
+ISA-L, hashlib and file writes release the GIL). The body's hash is checked first, on this thread,
+so a body that does not match is dead-lettered before anything is written. The loop calls
+`on_tick` after the last `handle` of a cycle and before it delivers, commits and writes the index
+(streamcrawl.loop, steps 3 to 6): `on_tick` waits for every blob handed off, so no offset is
+committed and no index entry is written before its blob is on disk. The fetcher's sha256 is
+checked once (here) and then trusted for the blob's name and the WARC-Payload-Digest; the only
+second pass over the body is the WARC-Block-Digest, which covers the HTTP header block as well.
 
 The blob and the WARC records are on disk before the offset is committed. A crash in between
 redelivers the page to an index that does not have it: the blob is already there (content
 addressed, not written again), and the WARC writer returns the records it already holds (see
 `storage.warc` for the one case where a second identical record is appended), so the index ends
 with the same single entry either way.
+
+A disk that fails a write (OSError: full, read-only, I/O error) is not the page's fault, so the
+page is not dead-lettered: the handler stops handling, the next `on_tick` raises
+`StorageUnavailableError`, and the service stops before the cycle commits anything. Every page of
+that cycle (and after) stays in `pages` and is stored once an operator has fixed the disk and the
+supervisor restarted the instance; what had reached the disk already is found again, not doubled.
 """
 
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 
 from schemas.pages import FetchedPage
 from storage import metrics
-from storage.blobs import BlobStore, BlobWrite, is_sha256_hex
+from storage.blobs import BlobStore, BlobWrite, blob_path, is_sha256_hex
+from storage.exceptions import StorageUnavailableError, WarcError
 from storage.index import (
     TABLE,
     Change,
@@ -72,12 +83,16 @@ class StorageHandler(BaseHandler):
         self._warc = warc
         self._history_limit = history_limit
         self._executor = executor
+        self._pending: list[Future[BlobWrite]] = []
+        self._failure: OSError | WarcError | None = None
 
     @staticmethod
     def tables() -> tuple[str, ...]:
         return (TABLE,)
 
     def handle(self, record: Record, ctx: Context) -> None:
+        if self._failure is not None:
+            return  # the disk failed earlier in this cycle: on_tick stops the service uncommitted
         page, body = record.value
         if not is_sha256_hex(page.sha256):
             ctx.dead_letter(f"sha256 is not a lowercase hex digest: {page.sha256[:80]!r}")
@@ -94,15 +109,44 @@ class StorageHandler(BaseHandler):
             # after the first fetch): there is nothing to point a revisit record at.
             metrics.REVISITS_UNMATCHED.inc()
             return
-        if change is Change.UNCHANGED and history is not None:
-            problem = None if page.revisit else body_problem(page, body)
-            updated = None if problem is not None else self._revisit(history, page)
-        else:
-            problem, updated = self._store(history, page, body)
-        if updated is None:
-            ctx.dead_letter(problem or "the page could not be stored")
+        problem = None if page.revisit else body_problem(page, body)
+        if problem is not None:
+            ctx.dead_letter(problem)
+            return
+        try:
+            if change is Change.UNCHANGED and history is not None:
+                updated = self._revisit(history, page)
+            else:
+                updated = self._store(history, page, body)
+        except (OSError, WarcError) as error:
+            self._failure = error
             return
         table.put(key, encode_history(updated))
+
+    def on_tick(self, ctx: Context) -> None:
+        self.settle()
+
+    def on_stop(self) -> None:
+        self.settle()
+
+    def settle(self) -> None:
+        """Wait for every blob handed to the executor; raise StorageUnavailableError if the disk
+        failed a write since the last settle (the loop then stops before it commits)."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            try:
+                self._count_blob(future.result())
+            except OSError as error:
+                self._failure = self._failure or error
+        if self._failure is not None:
+            raise StorageUnavailableError(
+                f"storage cannot write under {self._blobs.root}: {self._failure}"
+            ) from self._failure
+
+    def _count_blob(self, blob: BlobWrite) -> None:
+        metrics.BYTES_WRITTEN.inc(blob.stored_bytes)
+        if blob.written:
+            metrics.BLOBS_WRITTEN.inc()
 
     def _revisit(self, history: PageHistory, page: FetchedPage) -> PageHistory:
         latest = history.latest
@@ -119,33 +163,15 @@ class StorageHandler(BaseHandler):
         )
         return with_revisit(history, page, reference)
 
-    def _checked_put(self, page: FetchedPage, body: bytes) -> tuple[str | None, BlobWrite | None]:
-        problem = body_problem(page, body)
-        if problem is not None:
-            return problem, None
-        return None, self._blobs.put(page.sha256, body)
-
-    def _store(
-        self, history: PageHistory | None, page: FetchedPage, body: bytes
-    ) -> tuple[str | None, PageHistory | None]:
+    def _store(self, history: PageHistory | None, page: FetchedPage, body: bytes) -> PageHistory:
+        """A new version: its blob (handed off when there is an executor) and its records."""
         if self._executor is None:
-            problem, blob = self._checked_put(page, body)
-            if blob is None:
-                return problem, None
-            written = self._warc.write_response(page, body)
+            self._count_blob(self._blobs.put(page.sha256, body))
         else:
-            checked_put = self._executor.submit(self._checked_put, page, body)
-            try:
-                prepared = self._warc.prepare_response(page, body)
-            finally:
-                problem, blob = checked_put.result()  # waited for even when preparing failed
-            if blob is None:
-                return problem, None  # nothing was written
-            written = self._warc.append(prepared)
+            self._pending.append(self._executor.submit(self._blobs.put, page.sha256, body))
+        written = self._warc.write_response(page, body)
         metrics.PAGES_STORED.inc()
-        metrics.BYTES_WRITTEN.inc(blob.stored_bytes + written.bytes_written)
-        if blob.written:
-            metrics.BLOBS_WRITTEN.inc()
+        metrics.BYTES_WRITTEN.inc(written.bytes_written)
         location = written.location
         version = PageVersion(
             fetched_at=page.fetched_at,
@@ -157,11 +183,11 @@ class StorageHandler(BaseHandler):
             truncated=page.truncated,
             crawl_id=page.crawl_id,
             final_url=page.final_url,
-            blob=blob.path,
+            blob=blob_path(page.sha256),
             warc_file=location.file,
             warc_offset=location.offset,
             warc_length=location.length,
             warc_record_id=location.record_id,
             warc_date=warc_date(page.fetched_at),
         )
-        return None, with_new_version(history, page, version, self._history_limit)
+        return with_new_version(history, page, version, self._history_limit)

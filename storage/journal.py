@@ -1,12 +1,17 @@
 """Where this instance's recent WARC records are: the memory that makes redelivery idempotent.
 
 One line per fetch written, appended right after its records reach the WARC file:
-`record id TAB file TAB offset TAB length`. When the writer restarts after a crash it reads the
-journal back (the current generation and the previous one, so at least `generation_lines` recent
-records), and together with a walk of the files still marked open (which covers a record written
-just before the kill, whose line may be missing) it knows every record of the uncommitted window,
-even when the file rotated inside that window. A torn last line is ignored. The journal lives at
-`journal/<instance>.log` under `storage.root`, beside `journal/<instance>.log.1`.
+`record id TAB file TAB offset TAB length`. Lines are buffered: the writer flushes them (`flush`)
+before it removes a file's `.open` marker, since only then does a restart need them (a file still
+marked open is walked record by record instead), so a page costs no journal syscall of its own.
+A line never reaches the file before its records: they were written first.
+
+When the writer restarts after a crash it reads the journal back (the current generation and the
+previous one, so at least `generation_lines` recent records), and together with a walk of the files
+still marked open (which covers a record written just before the kill, whose line may be missing) it
+knows every record of the uncommitted window, even when the file rotated inside that window. A torn
+last line is ignored. The journal lives at `journal/<instance>.log` under `storage.root`, beside
+`journal/<instance>.log.1`.
 """
 
 from __future__ import annotations
@@ -45,13 +50,18 @@ class RecordJournal:
         if handle is None:
             raise RuntimeError("journal not open")
         handle.write(f"{record_id}\t{file}\t{offset}\t{length}\n".encode())
-        handle.flush()
-        if self._fsync:
-            os.fsync(handle.fileno())
         self._lines += 1
+
+    def flush(self) -> None:
+        """Hand the buffered lines to the OS (and to the disk with fsync on)."""
+        if self._handle is not None:
+            self._handle.flush()
+            if self._fsync:
+                os.fsync(self._handle.fileno())
 
     def _rotate(self) -> None:
         if self._handle is not None:
+            self.flush()
             self._handle.close()
             os.replace(self.path, self._previous)
         elif self.path.exists():
@@ -63,5 +73,6 @@ class RecordJournal:
 
     def close(self) -> None:
         if self._handle is not None:
+            self.flush()
             self._handle.close()
             self._handle = None

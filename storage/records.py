@@ -3,6 +3,13 @@
 Record ids are name-based UUIDs of the fetch (URL, fetch time, lease id) and the record's type, so
 the same fetch always gets the same ids (what makes redelivery detectable, see `storage.warc`).
 Digests are SHA-256 in base32, labelled `sha256:` as WARC 1.1 allows.
+
+The response and request records of every new page are laid out here, byte for byte as warcio's
+`RecordBuilder` and `WARCWriter` lay them out (same header order, same Content-Type and
+Content-Length; tests/unit/storage/test_records.py compares the two), because warcio's generic path
+(header objects, 16 KB stream copies, pure-Python base32) cost about as much CPU as compressing the
+page. The HTTP header block is still warcio's `StatusAndHeaders` whenever a header is not plain
+ASCII (it percent-encodes those); revisit and warcinfo records go through warcio itself.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import hashlib
 import http
 import re
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -25,9 +33,24 @@ _ENCODING_HEADERS = {"content-encoding", "transfer-encoding"}
 _LINE_BREAKS = re.compile(r"[\r\n]+")
 
 
+_NAMESPACE_BYTES = RECORD_NAMESPACE.bytes
+_B32_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_B32_PAIRS = [first + second for first in _B32_ALPHABET for second in _B32_ALPHABET]
+"""Base32 digits two at a time: index = 10 bits."""
+WARC_VERSION = "WARC/1.1"
+RESPONSE_TYPE = "application/http; msgtype=response"
+REQUEST_TYPE = "application/http; msgtype=request"
+RECORD_END = b"\r\n\r\n"
+
+
 def record_id(kind: str, page: FetchedPage) -> str:
+    """`<urn:uuid:...>` of uuid5(RECORD_NAMESPACE, name), without building a UUID object."""
     name = f"{kind}\n{page.url}\n{page.fetched_at}\n{page.lease_id}"
-    return f"<urn:uuid:{uuid.uuid5(RECORD_NAMESPACE, name)}>"
+    raw = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name.encode()).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -37,8 +60,16 @@ def warc_date(epoch_ms: int) -> str:
 
 
 def b32_digest(sha256: bytes) -> str:
-    """A WARC digest value: `sha256:` and the digest in base32."""
-    return "sha256:" + base64.b32encode(sha256).decode()
+    """A WARC digest value: `sha256:` and the 32-byte digest in base32 (RFC 4648, padded)."""
+    if len(sha256) != 32:
+        return "sha256:" + base64.b32encode(sha256).decode()
+    bits = int.from_bytes(sha256, "big") << 4  # 256 bits padded to 52 five-bit digits
+    pairs = _B32_PAIRS
+    return (
+        "sha256:"
+        + "".join([pairs[(bits >> shift) & 0x3FF] for shift in range(250, -1, -10)])
+        + "===="
+    )
 
 
 def sha256_digest(hex_digest: str) -> str:
@@ -68,6 +99,45 @@ def response_headers(page: FetchedPage, body_length: int) -> StatusAndHeaders:
         headers.append((_clean(shown), _clean(value)))
     headers.append(("Content-Length", str(body_length)))
     return StatusAndHeaders(f"{page.status} {reason}", headers, protocol="HTTP/1.1")
+
+
+def http_header_block(page: FetchedPage, body_length: int) -> bytes:
+    """The response's HTTP header block, as warcio's `compute_headers_buffer` makes it."""
+    try:
+        reason = http.HTTPStatus(page.status).phrase
+    except ValueError:
+        reason = "Unknown"
+    lines = [f"HTTP/1.1 {page.status} {reason}\r\n"]
+    for name, value in page.headers.items():
+        lowered = name.lower()
+        if lowered == "content-length":
+            continue
+        shown = f"X-Archive-Orig-{name}" if lowered in _ENCODING_HEADERS else name
+        lines.append(f"{_clean(shown)}: {_clean(value)}\r\n")
+    lines.append(f"Content-Length: {body_length}\r\n\r\n")
+    try:
+        return "".join(lines).encode("ascii")
+    except UnicodeEncodeError:
+        headers = response_headers(page, body_length)  # warcio percent-encodes what is not ASCII
+        headers.compute_headers_buffer()
+        block: bytes = headers.headers_buff
+        return block
+
+
+def warc_header_block(
+    record_type: str,
+    target_uri: str,
+    fields: Iterable[tuple[str, str]],
+    content_type: str,
+    length: int,
+) -> bytes:
+    """A record's WARC header block, fields in warcio's order: the given ones, then WARC-Type,
+    WARC-Target-URI, Content-Type and Content-Length."""
+    head = "".join([f"{name}: {value}\r\n" for name, value in fields])
+    return (
+        f"{WARC_VERSION}\r\n{head}WARC-Type: {record_type}\r\nWARC-Target-URI: {target_uri}\r\n"
+        f"Content-Type: {content_type}\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
 
 
 def request_bytes(url: str) -> bytes:

@@ -8,7 +8,8 @@ storage group, keeps the URL index as the kernel's per-partition state (table `p
 On start it first clears what a previous run of the same instance id left half done: its own blob
 temporaries, and the torn tail and open markers of its own WARC files (`WarcWriter.recover`). Then
 it serves the page API (`storage.api`) on `storage.api_host:api_port` (port 0: any free port),
-published in `members` as `api_address`, and runs the loop until SIGTERM.
+published in `members` as `api_address`, and runs the loop until SIGTERM, or until a write under
+`storage.root` fails (exit 3, nothing of that cycle committed; see `storage.handler`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from schemas import members, pages
 from schemas.serde import decode, decode_page
 from storage.api import build_app
 from storage.blobs import BlobStore
-from storage.exceptions import ApiPortUnavailableError
+from storage.exceptions import ApiPortUnavailableError, StorageUnavailableError
 from storage.handler import StorageHandler
 from storage.routing import LocalIndex, PageRouter
 from storage.settings import StorageServiceSettings
@@ -42,6 +43,8 @@ from streamcrawl.topics import topic_name
 log = logging.getLogger(__name__)
 
 METADATA_TIMEOUT_S = 30.0
+DISK_FAILED_EXIT = 3
+"""A write under storage.root failed: restart once the disk is fixed (the pages wait in Kafka)."""
 
 
 def partition_count(settings: StorageServiceSettings, topic: str) -> int:
@@ -81,7 +84,7 @@ def main() -> int:
     settings = StorageServiceSettings()
     configure_logging("storage", settings.instance_id, settings.log_level)
     options = settings.storage
-    crash_points = CrashPoints(settings.crash_at)
+    crash_points = CrashPoints(settings.crash_at) if settings.crash_at else None
     blobs = BlobStore(
         options.root,
         settings.instance_id,
@@ -112,7 +115,7 @@ def main() -> int:
         stack.callback(warc.close)
         executor = None
         if options.parallel_compression:
-            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage-warc")
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage-blob")
             stack.callback(executor.shutdown)
         handler = StorageHandler(blobs, warc, options.history_limit, executor)
         spec = service_spec(
@@ -131,4 +134,11 @@ def main() -> int:
             except ApiPortUnavailableError as error:
                 log.error("%s", error)
                 return 2
-        return run_service(spec, handler, settings, on_ready=local.attach, api_address=api_address)
+        try:
+            return run_service(
+                spec, handler, settings, on_ready=local.attach, api_address=api_address
+            )
+        except StorageUnavailableError as error:
+            # Nothing of the failed cycle was committed: its pages are stored after a restart.
+            log.error("storage %s stopped: %s", settings.instance_id, error)
+            return DISK_FAILED_EXIT

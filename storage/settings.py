@@ -26,7 +26,8 @@ class StorageSettings(BaseModel):
     """fsync blobs before their rename and WARC files after each record. Off by default: a killed
     process loses nothing either way (the page cache survives it); this guards a power loss."""
     parallel_compression: bool = True
-    """Compress and write a new body's blob on a second thread while its WARC records are made."""
+    """Compress and write each new body's blob on a second thread while this one goes on with the
+    WARC records of the cycle's pages; the cycle's blobs are on disk before it commits."""
     history_limit: Annotated[int, Field(ge=1)] = 64
     """Distinct versions kept per URL in the index; the oldest entries go first."""
     max_open_warcs: Annotated[int, Field(ge=1)] = 16

@@ -32,8 +32,8 @@ from warcio.recordbuilder import RecordBuilder
 from warcio.warcwriter import WARCWriter
 
 from storage.blobs import BlobProblem, BlobStore
+from storage.records import WARC_VERSION
 from storage.settings import StorageServiceSettings
-from storage.warc import WARC_VERSION
 from storage.warcfiles import (
     TornMemberError,
     crawl_directory,

@@ -43,12 +43,18 @@ from storage.exceptions import WarcError
 from storage.journal import RecordJournal
 from storage.records import (
     EMPTY_PAYLOAD_DIGEST,
+    RECORD_END,
+    REQUEST_TYPE,
+    RESPONSE_TYPE,
+    WARC_VERSION,
     b32_digest,
+    http_header_block,
     record_id,
     request_bytes,
     response_headers,
     sha256_digest,
     warc_date,
+    warc_header_block,
 )
 from storage.warcfiles import (
     OPEN_SUFFIX,
@@ -62,7 +68,6 @@ from storage.warcfiles import (
 from streamcrawl.crashpoints import CrashPoints
 
 FILE_PREFIX = "streamcrawl"
-WARC_VERSION = "WARC/1.1"
 REMEMBERED_RECORDS = 50_000
 SERVER_NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 """Record ids kept for redelivery detection: far more than can be uncommitted at once (at most
@@ -137,7 +142,8 @@ class WarcWriter:
         self._level = gzip_level
         self._fsync = fsync
         self._max_open = max_open
-        self._crash = crash_points or CrashPoints(None)
+        self._crash = crash_points
+        """None unless a test armed one: then each fetch is written in two halves around it."""
         self._builder = RecordBuilder(warc_version=WARC_VERSION)
         self._serializer = WARCWriter(None, gzip=False, warc_version=WARC_VERSION)
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()
@@ -206,29 +212,28 @@ class WarcWriter:
 
     def prepare_response(self, page: FetchedPage, body: bytes) -> PreparedFetch:
         """The fetch's records built and compressed, not yet written. Like every method here, for
-        one thread at a time."""
+        one thread at a time. Laid out by `storage.records` as warcio lays them out."""
         response_id = record_id("response", page)
         known = self._known.get(response_id)
         if known is not None:
             return PreparedFetch(page.crawl_id, response_id, b"", b"", known)
-        http_headers = response_headers(page, len(body))
-        http_headers.compute_headers_buffer()
-        block = hashlib.sha256(http_headers.headers_buff)
+        http_block = http_header_block(page, len(body))
+        block = hashlib.sha256(http_block)
         block.update(body)
-        fields = self._fields(page, response_id)
-        fields["WARC-Payload-Digest"] = sha256_digest(page.sha256)
-        fields["WARC-Block-Digest"] = b32_digest(block.digest())
+        fields = [
+            ("WARC-Record-ID", response_id),
+            ("WARC-Date", warc_date(page.fetched_at)),
+            ("WARC-Payload-Digest", sha256_digest(page.sha256)),
+            ("WARC-Block-Digest", b32_digest(block.digest())),
+        ]
         if page.truncated:
-            fields["WARC-Truncated"] = "length"
-        record = self._builder.create_warc_record(
-            page.final_url,
-            "response",
-            payload=io.BytesIO(body),
-            length=len(body),
-            http_headers=http_headers,
-            warc_headers_dict=fields,
+            fields.append(("WARC-Truncated", "length"))
+        head = warc_header_block(
+            "response", page.final_url, fields, RESPONSE_TYPE, len(http_block) + len(body)
         )
-        return self._prepared(page, response_id, record)
+        main = self._member(head, http_block, body, RECORD_END)
+        request = self._request(page, response_id)
+        return PreparedFetch(page.crawl_id, response_id, main, request, None)
 
     def prepare_revisit(self, page: FetchedPage, refers_to: RevisitTarget) -> PreparedFetch:
         revisit_id = record_id("revisit", page)
@@ -247,7 +252,9 @@ class WarcWriter:
         )
         if page.status == 304:  # the server said so itself; a same-hash 200 keeps warcio's profile
             record.rec_headers.replace_header("WARC-Profile", SERVER_NOT_MODIFIED_PROFILE)
-        return self._prepared(page, revisit_id, record)
+        main = self._serialize(record)
+        request = self._request(page, revisit_id)
+        return PreparedFetch(page.crawl_id, revisit_id, main, request, None)
 
     def _fields(self, page: FetchedPage, own_id: str) -> dict[str, str]:
         return {"WARC-Record-ID": own_id, "WARC-Date": warc_date(page.fetched_at)}
@@ -259,24 +266,23 @@ class WarcWriter:
         self._serializer.write_record(record)
         return isal_zlib.compress(out.getbuffer(), self._level, wbits=31)
 
-    def _prepared(self, page: FetchedPage, main_id: str, main: object) -> PreparedFetch:
-        request_id = record_id("request", page)
+    def _member(self, *parts: bytes, level: int | None = None) -> bytes:
+        """One gzip member of the parts, compressed by ISA-L (the writer's level unless given)."""
+        chosen = self._level if level is None else level
+        return isal_zlib.compress(b"".join(parts), chosen, wbits=31)
+
+    def _request(self, page: FetchedPage, concurrent_to: str) -> bytes:
+        """The request record's gzip member."""
         message = request_bytes(page.final_url)
-        request = self._builder.create_warc_record(
-            page.final_url,
-            "request",
-            payload=io.BytesIO(message),
-            length=len(message),
-            warc_headers_dict={
-                **self._fields(page, request_id),
-                "WARC-Concurrent-To": main_id,
-                "WARC-Payload-Digest": EMPTY_PAYLOAD_DIGEST,
-                "WARC-Block-Digest": b32_digest(hashlib.sha256(message).digest()),
-            },
+        fields = (
+            ("WARC-Record-ID", record_id("request", page)),
+            ("WARC-Date", warc_date(page.fetched_at)),
+            ("WARC-Concurrent-To", concurrent_to),
+            ("WARC-Payload-Digest", EMPTY_PAYLOAD_DIGEST),
+            ("WARC-Block-Digest", b32_digest(hashlib.sha256(message).digest())),
         )
-        return PreparedFetch(
-            page.crawl_id, main_id, self._serialize(main), self._serialize(request), None
-        )
+        head = warc_header_block("request", page.final_url, fields, REQUEST_TYPE, len(message))
+        return self._member(head, message, RECORD_END, level=0)  # a few hundred bytes: level 0
 
     def append(self, prepared: PreparedFetch) -> WrittenFetch:
         """Write prepared records to the crawl's current file (nothing when already written)."""
@@ -292,13 +298,15 @@ class WarcWriter:
         return WrittenFetch(location, len(data))
 
     def _append(self, current: _OpenFile, data: bytes, *, crash_point: bool = True) -> None:
-        half = len(data) // 2
         try:
-            current.handle.write(data[:half])
-            if crash_point:
+            if crash_point and self._crash is not None:
+                half = len(data) // 2
+                current.handle.write(data[:half])
                 current.handle.flush()
                 self._crash.reached(CRASH_MID_WARC)
-            current.handle.write(data[half:])
+                current.handle.write(data[half:])
+            else:
+                current.handle.write(data)
             current.handle.flush()
             if self._fsync:
                 os.fsync(current.handle.fileno())
@@ -312,6 +320,7 @@ class WarcWriter:
         try:
             current.handle.truncate(current.size)
             current.handle.close()
+            self._journal.flush()  # its lines are needed once the marker is gone
         except OSError:
             pass  # its `.open` marker stays: the next start cuts the torn tail
         else:
@@ -357,6 +366,7 @@ class WarcWriter:
     def _close(self, directory: str) -> None:
         current = self._open.pop(directory)
         current.handle.close()
+        self._journal.flush()  # a restart finds this file's records in the journal, not by a walk
         current.path.with_name(current.path.name + OPEN_SUFFIX).unlink(missing_ok=True)
 
     def close(self) -> None:

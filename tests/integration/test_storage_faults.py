@@ -1,6 +1,7 @@
 """The storage killed mid-write at named crash points, then restarted under the same instance id:
 no partial blob is ever visible, a torn WARC tail is cut, and after the restart every page is
-stored exactly once (one response record each, every digest valid)."""
+stored exactly once (one response record each, every digest valid). A disk that refuses writes
+stops the storage (exit 3) with nothing dead-lettered; after the fix every page is stored."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from confluent_kafka import Consumer, TopicPartition
 
+from storage.service import DISK_FAILED_EXIT
 from storage.tools import verify_root
 from storage.warcfiles import TornMemberError, iter_members, warc_files
 from streamcrawl.crashpoints import CRASH_EXIT_CODE
@@ -97,3 +100,44 @@ def test_storage_killed_mid_write_shows_no_partial_blob_and_loses_nothing(
         assert status == 200 and len(history["history"]) == 1
     report = verify_root(root)
     assert report.ok, report.problems
+
+
+def topic_size(bootstrap: str, topic: str) -> int:
+    """Messages ever written to `topic` (the sum of its partitions' high watermarks)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "storage-faults-size"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in partitions
+        )
+    finally:
+        consumer.close()
+
+
+def test_a_disk_that_refuses_writes_stops_the_storage_and_nothing_is_dead_lettered(
+    storage: StorageDeployment,
+) -> None:
+    pages = [
+        (fetched(f"http://site.test/disk/{i}", page_body(i), 5_000 + i), page_body(i))
+        for i in range(PAGES)
+    ]
+    root = storage.storage_root
+    root.mkdir(parents=True)
+    (root / "blobs").write_bytes(b"")  # a file where the blob directory must go: writes fail
+    storage.produce(pages)
+    failed = storage.start("storage-1")
+    assert failed.wait(120) == DISK_FAILED_EXIT, failed.log_tail()
+    assert "storage cannot write" in failed.log_tail()
+    assert topic_size(storage.bootstrap, storage.deployment.topic("deadletter")) == 0
+
+    (root / "blobs").unlink()  # the operator's fix; the supervisor starts the instance again
+    dead = frozenset(str(m.api_address) for m in storage.members())
+    storage.start("storage-1")
+    [address] = storage.api_addresses(1, excluding=dead)
+    for page, _ in pages:
+        wait_stored(address, page.url, page.sha256)
+    assert len(visible_blobs_are_whole(root)) == PAGES
+    kinds = Counter(kind for kind, _, _ in warc_records(root))
+    assert kinds["response"] == PAGES
+    assert topic_size(storage.bootstrap, storage.deployment.topic("deadletter")) == 0

@@ -71,20 +71,30 @@ class Archive:
 
     def deliver(self, page: FetchedPage, body: bytes, *, commit: bool = True) -> None:
         """One record through the handler; `commit=False` is a crash before the index write."""
+        self.deliver_cycle([(page, body)], commit=commit)
+
+    def deliver_cycle(
+        self, fetched: list[tuple[FetchedPage, bytes]], *, commit: bool = True
+    ) -> None:
+        """Records through the handler as one loop cycle does: each handled, then the timer work,
+        then (unless `commit=False`, a crash before the index write) the index written. What
+        `on_tick` raises stops the service, as in the loop: nothing of the cycle is committed."""
         cycle = Transaction(self.store)
-        message = Transaction(cycle)
-        ctx = Context(partition=0, transaction=message, source=f"pages:0:{self.offset}")
-        record = Record("pages", 0, self.offset, page.url, (page, body), [], page.fetched_at)
-        self.offset += 1
-        try:
-            self.handler.handle(record, ctx)
-        except Exception as error:  # the loop dead-letters what a handler raises
-            self.dead_letters.append(f"handler error: {error}")
-            return
-        if ctx.dead_letter_reason is not None:
-            self.dead_letters.append(ctx.dead_letter_reason)
-            return
-        message.merge_into_parent()
+        for page, body in fetched:
+            message = Transaction(cycle)
+            ctx = Context(partition=0, transaction=message, source=f"pages:0:{self.offset}")
+            record = Record("pages", 0, self.offset, page.url, (page, body), [], page.fetched_at)
+            self.offset += 1
+            try:
+                self.handler.handle(record, ctx)
+            except Exception as error:  # the loop dead-letters what a handler raises
+                self.dead_letters.append(f"handler error: {error}")
+                continue
+            if ctx.dead_letter_reason is not None:
+                self.dead_letters.append(ctx.dead_letter_reason)
+                continue
+            message.merge_into_parent()
+        self.handler.on_tick(Context(partition=0, transaction=cycle))
         if commit:
             self.store.write(cycle.writes, "changelog", None)
 

@@ -6,10 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import random
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import BinaryIO
 
 import pytest
 import zstandard
@@ -23,19 +20,6 @@ from tests.unit.storage.archive import Archive, make_page
 
 URL = "https://example.org/wiki/Main_Page"
 BODY = b"<html><body>" + b"<p>streamcrawl keeps every page</p>" * 200 + b"</body></html>"
-
-
-@pytest.fixture(params=["inline", "parallel"])
-def archive(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Archive]:
-    """The handler with WARC records prepared inline, and on a second thread."""
-    with ThreadPoolExecutor(max_workers=1) as executor:
-        built = Archive(
-            tmp_path / "root",
-            tmp_path / "state",
-            executor=executor if request.param == "parallel" else None,
-        )
-        yield built
-        built.close()
 
 
 def counter(name: str) -> float:
@@ -278,35 +262,6 @@ def test_a_restarted_writer_knows_records_of_files_it_rotated_before_dying(
         assert [k for k, _, _ in archive.records()].count("response") == len(pages)
     finally:
         archive.close()
-
-
-class FailingHandle:
-    """A file handle whose next write lands half its bytes and then fails (a full disk)."""
-
-    def __init__(self, handle: BinaryIO) -> None:
-        self._handle = handle
-
-    def write(self, data: bytes) -> int:
-        self._handle.write(data[: len(data) // 2])
-        self._handle.flush()
-        raise OSError(28, "No space left on device")
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._handle, name)
-
-
-def test_a_failed_warc_write_is_cut_and_the_next_fetch_goes_to_a_new_file(
-    archive: Archive,
-) -> None:
-    archive.deliver(make_page(URL, BODY, 1_000), BODY)
-    [current] = archive.warc._open.values()
-    current.handle = FailingHandle(current.handle)  # type: ignore[assignment]
-    archive.deliver(make_page(URL + "/full", BODY + b"1", 2_000), BODY + b"1")
-    assert archive.dead_letters and "No space left" in archive.dead_letters[0]
-    archive.deliver(make_page(URL + "/later", BODY + b"2", 3_000), BODY + b"2")
-    assert len(archive.warc_files()) == 2
-    responses = [h["WARC-Target-URI"] for k, h, _ in archive.records() if k == "response"]
-    assert responses == [URL, URL + "/later"]
 
 
 def revisit_of(page: FetchedPage, fetched_at: int, status: int) -> FetchedPage:
