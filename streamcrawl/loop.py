@@ -30,6 +30,7 @@ from schemas.deadletter import dead_letter
 from schemas.exceptions import DecodeError
 from schemas.serde import encode
 from streamcrawl.crashpoints import CrashPoints
+from streamcrawl.exceptions import FatalKafkaError
 from streamcrawl.handler import BaseHandler, Context, Deferred, Handler, Output, Record
 from streamcrawl.kafka import (
     DeliveryReport,
@@ -98,6 +99,7 @@ class ServiceLoop:
         self._abandoned: set[tuple[str, int, int]] = set()
         self._per_topic: dict[str, tuple[Counter, Histogram]] = {}
         self._commit_pending: set[TopicPartitionKey] = set()
+        self._lost_at: float | None = None
         self._next_commit_at = 0.0
         self._stop = threading.Event()
         self._joined = False
@@ -185,6 +187,7 @@ class ServiceLoop:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._joined = True
+        self._lost_at = None
         for tp in partitions:
             key = (tp.topic, tp.partition)
             self._assigned.add(key)
@@ -201,7 +204,23 @@ class ServiceLoop:
         self._forget(partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._lost_at is None:
+            self._lost_at = time.monotonic()
         self._forget(partitions)
+
+    def _check_rejoined(self) -> None:
+        """Exit when partitions were lost (a session timeout, as across a broker restart) and the
+        consumer never rejoined: librdkafka can go silent there with static membership
+        (confluentinc/librdkafka#3437), and only a fresh client, after a supervisor's restart,
+        joins again. A rejoin always calls on_assign, with an empty list when nothing is given."""
+        if self._lost_at is None:
+            return
+        waited = time.monotonic() - self._lost_at
+        if waited > self._settings.rejoin_timeout_s:
+            raise FatalKafkaError(
+                f"lost its partitions {waited:.0f}s ago and never rejoined the group; exiting so"
+                " a fresh consumer joins"
+            )
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
         if isinstance(self.handler, BaseHandler):
@@ -275,6 +294,7 @@ class ServiceLoop:
     def cycle(self) -> None:
         started = time.monotonic()
         messages = self._poll()
+        self._check_rejoined()
         cycle = _Cycle()
         self._open_ready_stores(cycle)
         rewound: set[TopicPartitionKey] = set()

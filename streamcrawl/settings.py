@@ -101,6 +101,9 @@ class LoopSettings(BaseModel):
     session_timeout_ms: int = Field(default=45_000, ge=1000)
     heartbeat_interval_ms: int = Field(default=3_000, ge=100)
     shutdown_timeout_s: float = Field(default=30.0, gt=0)
+    rejoin_timeout_s: float = Field(default=90.0, gt=0)
+    """How long a consumer that lost its partitions may take to rejoin before the service exits
+    (a supervisor restarts it with a fresh client)."""
     static_membership: bool = True
     """`group.instance.id` per instance, so a restart keeps its partitions without a rebalance."""
 

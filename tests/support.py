@@ -53,6 +53,7 @@ class Deployment:
                 "STREAMCRAWL_LOOP__SESSION_TIMEOUT_MS": "6000",
                 "STREAMCRAWL_LOOP__HEARTBEAT_INTERVAL_MS": "500",
                 "STREAMCRAWL_LOOP__POLL_TIMEOUT_S": "0.05",
+                "STREAMCRAWL_LOOP__REJOIN_TIMEOUT_S": "20",
                 "STREAMCRAWL_LOG_LEVEL": "INFO",
                 "STREAMCRAWL_FRONTIER__API_PORT": "0",
                 "PYTHONPATH": str(REPO),

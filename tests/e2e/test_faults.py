@@ -16,11 +16,11 @@ plus one per host; the tests print the count they saw.
 
 The broker restart runs as its own crawl. Right after a restart librdkafka may fence the static
 members of the groups ("Static consumer fenced by other consumer with same group.instance.id", a
-`_FATAL` consumer error); `streamcrawl.kafka.is_fatal` now counts `_FATAL`, so a fenced service
-exits and the harness restarts it as `streamcrawl up` does (`supervise=True`). It stays a
-non-strict expected failure, and only for a stall (`GaveUpError`; wrong pages or edges still
-fail it), until it has passed repeatedly: with a 45 s session timeout a parser was once seen to
-lose its partitions and never get them back, which is not explained yet.
+`_FATAL` consumer error): a fenced service exits and the harness restarts it as `streamcrawl up`
+does (`supervise=True`). A member whose session timed out while the broker was down can also go
+silent and never rejoin (seen here: the group coordinator reloads the group and expires the
+member, and no JoinGroup ever comes; confluentinc/librdkafka#3437): the loop's rejoin watchdog
+(`rejoin_timeout_s`, 20 s in tests) then exits the service for a restart with a fresh client.
 """
 
 from __future__ import annotations
