@@ -15,13 +15,14 @@ Re-crawl semantics (DESIGN section 3, step 9):
 - Replays (redelivered messages) change nothing and produce nothing.
 
 Every forward change is produced to `links.by-target` (key to TAB from, partition by to_url).
+The handler applies a cycle's messages at its `on_tick`, one `PartitionIndexes` per partition.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import orjson
@@ -33,6 +34,7 @@ from linkgraph.records import (
     FORWARD,
     NODES,
     REVERSE,
+    SEPARATOR,
     EdgeRecord,
     FetchAssembly,
     NodeRecord,
@@ -46,11 +48,7 @@ from linkgraph.records import (
 from schemas.base import SCHEMA_VERSION
 from schemas.links import LinkEdge, PageLinks
 from schemas.links_by_target import InLink
-from streamcrawl.handler import Context
-from streamcrawl.state import Table, Transaction
-
-ReKey = Callable[[str, str, EdgeRecord, bytes], None]
-"""Produce one changed edge to `links.by-target`: to_url, from_url, record, encoded record."""
+from streamcrawl.state import Transaction
 
 
 def new_node(url: str, first_seen_at: int) -> NodeRecord:
@@ -98,31 +96,74 @@ def flush_nodes(cache: NodeCache, transaction: Transaction, stats: PartitionStat
 
 
 class PartitionIndexes:
-    """The tables of one state partition for one message. `stats` collects this message's size
-    changes, which the handler adds to the partition's totals once the message succeeded. Nodes go
-    through the partition's per-cycle `NodeCache` instead of the nodes table: a target gets many
-    in-links per cycle and each would read, decode, encode and write the whole node record."""
+    """The tables of one state partition for the messages of one cycle, applied one after another
+    at the cycle's `on_tick` (see the handler). A message's writes, size changes and re-keyed edges
+    are held here until it succeeded; `commit` then puts them into the cycle's transaction with the
+    message as their source, so a message that fails leaves no write behind (as the kernel's child
+    transaction would, without a second layer per write). Nodes go through the partition's
+    per-cycle `NodeCache` instead of the nodes table: a target gets many in-links per cycle and
+    each would read, decode, encode and write the whole node record."""
 
-    def __init__(self, ctx: Context, nodes: NodeCache) -> None:
-        self._ctx = ctx
-        self.source = ctx.source
+    def __init__(self, transaction: Transaction, nodes: NodeCache) -> None:
+        self._transaction = transaction
         self.cache = nodes
-        self.forward = ctx.table(FORWARD)
-        self.reverse = ctx.table(REVERSE)
-        self.anchors = ctx.table(ANCHORS)
+        self.source: str | None = None
+        self.writes: list[tuple[str, bytes, bytes | None]] = []
+        self.forward_writes: dict[bytes, bytes] = {}
+        """This message's forward writes by key, for its own reads (a target twice, the sweep)."""
+        self.rekeyed: list[tuple[str, str, bytes]] = []
+        """This message's changed edges for `links.by-target`: to_url, from_url, in-link value."""
         self.stats = StatsDelta()
         self.edges_upserted = 0
 
-    def put(self, table: Table, name: str, key: bytes, old: bytes | None, new: bytes) -> None:
-        self.stats.changed(name, old, new, key)
-        table.put(key, new)
+    def begin(self, source: str | None) -> None:
+        """Start the next message: its writes and changes are collected afresh."""
+        self.source = source
+        self.writes = []
+        self.forward_writes = {}
+        self.rekeyed = []
+        self.stats = StatsDelta()
+        self.edges_upserted = 0
+
+    def commit(self) -> None:
+        """Put the message's writes into the cycle's transaction, with the message as source."""
+        transaction, source = self._transaction, self.source
+        for table, key, value in self.writes:
+            if value is None:
+                transaction.delete(table, key, source)
+            else:
+                transaction.put(table, key, value, source)
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        """A stored value as the cycle's earlier messages left it (not this message's writes)."""
+        return self._transaction.get(table, key)
+
+    def get_forward(self, key: bytes) -> bytes | None:
+        written = self.forward_writes.get(key)
+        return written if written is not None else self._transaction.get(FORWARD, key)
+
+    def scan_forward(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The stored forward entries under `prefix`, as this message changed them so far."""
+        written = self.forward_writes
+        for key, raw in self._transaction.scan(FORWARD, prefix):
+            yield key, written.get(key, raw)
+
+    def put(self, table: str, key: bytes, old: bytes | None, new: bytes) -> None:
+        self.stats.changed(table, old, new, key)
+        self.writes.append((table, key, new))
+        if table == FORWARD:
+            self.forward_writes[key] = new
+
+    def delete(self, table: str, key: bytes, old: bytes) -> None:
+        self.stats.changed(table, old, None, key)
+        self.writes.append((table, key, None))
 
     def node(self, url: str) -> NodeRecord:
         """The node of `url` as this cycle left it (a new one when unknown); change it in place,
         then `touched` it, and only after everything that can fail (see the handler)."""
         cached = self.cache.get(url)
         if cached is None:
-            raw = self._ctx.table(NODES).get(url.encode())
+            raw = self._transaction.get(NODES, url.encode())
             # A new node's first_seen_at is set by its first `touched`.
             node = NodeRecord.decode(raw) if raw is not None else new_node(url, -1)
             cached = self.cache[url] = CachedNode(node, raw)
@@ -134,7 +175,7 @@ class PartitionIndexes:
         self.cache[node.url].source = self.source
 
 
-def upsert_page_links(indexes: PartitionIndexes, links: PageLinks, rekey: ReKey) -> None:
+def upsert_page_links(indexes: PartitionIndexes, links: PageLinks) -> None:
     """Apply one part of one fetch's out-links (see the module docstring)."""
     fetched_at = links.fetched_at
     node = indexes.node(links.from_url)
@@ -151,36 +192,44 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks, rekey: ReKey)
     current = fetched_at == node.fetch.fetched_at
     # A source with no forward edge stored yet (a first crawl) has none to read back.
     stored = node.out_total > 0
+    head = in_link_head(links.from_url)
     for edge in links.edges:
-        _upsert_forward(indexes, node, links.from_url, edge, fetched_at, current, stored, rekey)
+        _upsert_forward(indexes, node, links.from_url, head, edge, fetched_at, current, stored)
     if current and links.part not in node.fetch.parts_seen:
         node.fetch.parts_seen.append(links.part)
         node.fetch.parts_seen.sort()
         if node.fetch.complete and node.out_live > node.fetch.refreshed:
-            _sweep_gone(indexes, node, fetched_at, rekey)
+            _sweep_gone(indexes, node, head, fetched_at)
 
 
 def _upsert_forward(
     indexes: PartitionIndexes,
     node: NodeRecord,
     from_url: str,
+    head: bytes,
     edge: LinkEdge,
     fetched_at: int,
     current: bool,
     stored: bool,
-    rekey: ReKey,
 ) -> None:
-    key = edge_key(from_url, edge.to_url)
-    old = indexes.forward.get(key) if stored else None
+    to_url = edge.to_url
+    key = f"{from_url}{SEPARATOR}{to_url}".encode()
+    # A first crawl reads only what this message wrote (a target listed twice).
+    old = indexes.get_forward(key) if stored else indexes.forward_writes.get(key)
     if old is None:
-        record = EdgeRecord(
-            anchor_text=edge.anchor_text,
-            context_window=edge.context_window,
-            link_type=edge.link_type,
-            position=edge.position,
-            discovered_at=min(edge.discovered_at, fetched_at),
-            last_seen_at=fetched_at,
-            rel=list(edge.rel),
+        # A new edge (every edge of a first crawl): encoded straight from the message's fields.
+        discovered_at = edge.discovered_at
+        encoded = orjson.dumps(
+            {
+                "anchor_text": edge.anchor_text,
+                "context_window": edge.context_window,
+                "link_type": edge.link_type,
+                "position": edge.position,
+                "discovered_at": discovered_at if discovered_at < fetched_at else fetched_at,
+                "last_seen_at": fetched_at,
+                "rel": edge.rel,
+                "gone": False,
+            }
         )
         node.out_total += 1
         node.out_live += 1
@@ -195,10 +244,10 @@ def _upsert_forward(
             node.out_live += 1
         if record == previous:
             return
-    encoded = record.encode()
-    indexes.put(indexes.forward, FORWARD, key, old, encoded)
+        encoded = record.encode()
+    indexes.put(FORWARD, key, old, encoded)
     indexes.edges_upserted += 1
-    rekey(edge.to_url, from_url, record, encoded)
+    indexes.rekeyed.append((to_url, from_url, in_link_value(head, to_url, encoded)))
 
 
 def _merged(previous: EdgeRecord, edge: LinkEdge, fetched_at: int, current: bool) -> EdgeRecord:
@@ -221,20 +270,19 @@ def _merged(previous: EdgeRecord, edge: LinkEdge, fetched_at: int, current: bool
     )
 
 
-def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, fetched_at: int, rekey: ReKey) -> None:
-    stale = [
-        (key, raw, EdgeRecord.decode(raw)) for key, raw in indexes.forward.scan(prefix_of(node.url))
-    ]
+def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, head: bytes, fetched_at: int) -> None:
+    stored = indexes.scan_forward(prefix_of(node.url))
+    stale = [(key, raw, EdgeRecord.decode(raw)) for key, raw in stored]
     for key, raw, record in stale:
         if record.gone or record.last_seen_at >= fetched_at:
             continue
         record.gone = True
         node.out_live -= 1
         encoded = record.encode()
-        indexes.put(indexes.forward, FORWARD, key, raw, encoded)
+        indexes.put(FORWARD, key, raw, encoded)
         indexes.edges_upserted += 1
         _, to_url = split_key(key)
-        rekey(to_url, node.url, record, encoded)
+        indexes.rekeyed.append((to_url, node.url, in_link_value(head, to_url, encoded)))
 
 
 def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
@@ -246,7 +294,7 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     node = indexes.node(to_url)
     key = edge_key(to_url, from_url)
     # A target with no in-link stored has no reverse entry: skip that read.
-    old = indexes.reverse.get(key) if node.in_total > 0 else None
+    old = indexes.get(REVERSE, key) if node.in_total > 0 else None
     previous = EdgeRecord.decode(old) if old is not None else None
     if previous is not None and previous.last_seen_at > in_link.last_seen_at:
         return  # a stale copy: the reverse index already reflects a newer fetch
@@ -254,16 +302,18 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     if previous is not None and previous.discovered_at < discovered_at:
         discovered_at = previous.discovered_at
     text, gone = in_link.anchor_text, in_link.gone
-    encoded = EdgeRecord(
-        anchor_text=text,
-        context_window=in_link.context_window,
-        link_type=in_link.link_type,
-        position=in_link.position,
-        discovered_at=discovered_at,
-        last_seen_at=in_link.last_seen_at,
-        rel=in_link.rel,
-        gone=gone,
-    ).encode()
+    encoded = orjson.dumps(
+        {
+            "anchor_text": text,
+            "context_window": in_link.context_window,
+            "link_type": in_link.link_type,
+            "position": in_link.position,
+            "discovered_at": discovered_at,
+            "last_seen_at": in_link.last_seen_at,
+            "rel": in_link.rel,
+            "gone": gone,
+        }
+    )
     if encoded == old:
         return
     was_live = previous is not None and not previous.gone
@@ -271,12 +321,10 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     new_text = "" if gone else text
     if old_text != new_text:
         if old_text:
-            anchor = anchor_key(to_url, old_text, from_url)
-            indexes.stats.changed(ANCHORS, b"", None, anchor)
-            indexes.anchors.delete(anchor)
+            indexes.delete(ANCHORS, anchor_key(to_url, old_text, from_url), b"")
         if new_text:
-            indexes.put(indexes.anchors, ANCHORS, anchor_key(to_url, new_text, from_url), None, b"")
-    indexes.put(indexes.reverse, REVERSE, key, old, encoded)
+            indexes.put(ANCHORS, anchor_key(to_url, new_text, from_url), None, b"")
+    indexes.put(REVERSE, key, old, encoded)
     # The node changes last, after everything that can fail: it outlives a failed message.
     if previous is None:
         node.in_total += 1
@@ -285,11 +333,15 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     indexes.touched(node, in_link.discovered_at)
 
 
-def in_link_value(to_url: str, from_url: str, encoded: bytes) -> bytes:
+def in_link_head(from_url: str) -> bytes:
+    """The start of every `links.by-target` value of one source: version and source URL."""
+    return orjson.dumps({"v": SCHEMA_VERSION, "from_url": from_url})[:-1]
+
+
+def in_link_value(head: bytes, to_url: str, encoded: bytes) -> bytes:
     """The `links.by-target` value: version and ends, then the encoded edge record's fields (one
     per edge, so no pydantic round trip; `tests/unit/linkgraph` checks it is a valid InLink)."""
-    ends = orjson.dumps({"v": SCHEMA_VERSION, "from_url": from_url, "to_url": to_url})
-    return ends[:-1] + b"," + encoded[1:]
+    return b"".join((head, b',"to_url":', orjson.dumps(to_url), b",", encoded[1:]))
 
 
 @functools.lru_cache(maxsize=1 << 16)

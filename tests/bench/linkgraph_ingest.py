@@ -137,7 +137,9 @@ def _run_cycles(
             handler.handle(Record(topic, 0, offset, None, value, [], 0), ctx)
             ctx.transaction.merge_into_parent()  # type: ignore[union-attr]
             outputs.extend(o.value for o in ctx.outputs if o.value is not None)
-        handler.on_tick(Context(partition=0, transaction=top))
+        tick = Context(partition=0, transaction=top)
+        handler.on_tick(tick)  # where the handler applies the cycle's records
+        outputs.extend(o.value for o in tick.outputs if o.value is not None)
         store.write(top.writes, "changelog", offset)
         cycles.append([(table, key, value) for (table, key), value in top.writes.items()])
         cycles[-1].append((META_TABLE, CHANGELOG_TOPIC_KEY, b"changelog"))
