@@ -34,14 +34,12 @@ from pydantic import BaseModel
 from linkgraph import metrics
 from linkgraph.exceptions import CorruptRecordError, NotOwnedError, QueryError
 from linkgraph.indexes import (
-    NodeCache,
     PartitionIndexes,
     by_target_partition,
-    flush_nodes,
-    snapshot,
     upsert_in_link,
     upsert_page_links,
 )
+from linkgraph.nodecache import NodeCache
 from linkgraph.queries import Query, TableReader, answer
 from linkgraph.records import FORWARD, NODES, STATS_KEY, TABLES, PartitionStats
 from schemas import links_by_target
@@ -107,8 +105,8 @@ class LinkGraphHandler(BaseHandler):
         self._pending: dict[int, list[tuple[Query, Future[dict[str, Any]]]]] = {}
         self._stats: dict[int, PartitionStats] = {}
         self._nodes: dict[int, NodeCache] = {}
-        """Per state partition, the nodes this cycle touched; written into its transaction at
-        the cycle's `on_tick` (before queries are answered), so a node is encoded once a cycle."""
+        """Per state partition, its decoded nodes (`linkgraph.nodecache`); those a cycle changed
+        are written into its transaction at its `on_tick` (before queries are answered)."""
         self._queued: dict[int, list[tuple[Record, str | None]]] = {}
         """Per state partition, this cycle's records (and their changelog sources) in arrival
         order, applied at the cycle's `on_tick`."""
@@ -148,7 +146,7 @@ class LinkGraphHandler(BaseHandler):
             return
         nodes = self._nodes.get(ctx.partition)
         if nodes is None:
-            nodes = self._nodes[ctx.partition] = {}
+            nodes = self._nodes[ctx.partition] = NodeCache()
         stats = self._stats.get(ctx.partition)
         if stats is None:
             stats = self._stats[ctx.partition] = PartitionStats()
@@ -168,14 +166,11 @@ class LinkGraphHandler(BaseHandler):
                     continue
             else:
                 url = record.value.from_url
-                saved = snapshot(nodes.get(url))
+                saved = nodes.snapshot(url)
                 try:
                     upsert_page_links(indexes, record.value)
                 except Exception as error:
-                    if saved is None:
-                        nodes.pop(url, None)
-                    else:
-                        nodes[url] = saved
+                    nodes.restore(url, saved)
                     self._reject(ctx, record, error)
                     continue
             indexes.commit()
@@ -224,6 +219,7 @@ class LinkGraphHandler(BaseHandler):
         if ctx.partition is None:
             return
         self._stats[ctx.partition] = PartitionStats.decode(ctx.table(NODES).get(STATS_KEY))
+        self._nodes[ctx.partition] = NodeCache()
         self._refresh_gauges()
         with self._lock:
             self._open.add(ctx.partition)
@@ -263,7 +259,7 @@ class LinkGraphHandler(BaseHandler):
         nodes = self._nodes.get(ctx.partition)
         if nodes:
             stats = self._stats.setdefault(ctx.partition, PartitionStats())
-            flush_nodes(nodes, ctx.transaction, stats)
+            nodes.flush(ctx.transaction, stats)
             self._stats_dirty.add(ctx.partition)
         if ctx.partition in self._stats_dirty:
             # Once per cycle, in the cycle's transaction. Without a source offset, so a crash

@@ -20,15 +20,14 @@ The handler applies a cycle's messages at its `on_tick`, one `PartitionIndexes` 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import orjson
 
 from linkgraph.hosts import host_and_domain, origin_of
 from linkgraph.murmur import partition_of_key
+from linkgraph.nodecache import CachedNode, NodeCache
 from linkgraph.records import (
     ANCHORS,
     FORWARD,
@@ -38,7 +37,6 @@ from linkgraph.records import (
     EdgeRecord,
     FetchAssembly,
     NodeRecord,
-    PartitionStats,
     StatsDelta,
     anchor_key,
     edge_key,
@@ -56,45 +54,6 @@ def new_node(url: str, first_seen_at: int) -> NodeRecord:
     return NodeRecord(url=url, host=host, domain=domain, first_seen_at=first_seen_at)
 
 
-@dataclass
-class CachedNode:
-    """A node read or written in the current cycle: decoded once, encoded once (at `flush`)."""
-
-    node: NodeRecord
-    stored: bytes | None
-    """The node's value in the store or the cycle's transaction when it entered the cache."""
-    source: str | None = None
-    """The last message that changed it (its changelog header); None while unchanged."""
-
-
-NodeCache = dict[str, CachedNode]
-"""One state partition's nodes touched this cycle, by URL (see `flush_nodes`)."""
-
-
-def snapshot(cached: CachedNode | None) -> CachedNode | None:
-    """A copy to put back if the message changing it fails (its transaction is discarded)."""
-    if cached is None:
-        return None
-    node = cached.node
-    fetch = dataclasses.replace(node.fetch, parts_seen=list(node.fetch.parts_seen))
-    copied = dataclasses.replace(node, crawl_ids=list(node.crawl_ids), fetch=fetch)
-    return CachedNode(copied, cached.stored, cached.source)
-
-
-def flush_nodes(cache: NodeCache, transaction: Transaction, stats: PartitionStats) -> None:
-    """Write the cycle's changed nodes into its transaction, each once, with the source of the last
-    message that changed it (as if every message had written it), then forget them all."""
-    for url, cached in cache.items():
-        if cached.source is None:
-            continue
-        encoded = cached.node.encode()
-        if encoded != cached.stored:
-            key = url.encode()
-            stats.changed(NODES, cached.stored, encoded, key)
-            transaction.put(NODES, key, encoded, cached.source)
-    cache.clear()
-
-
 class PartitionIndexes:
     """The tables of one state partition for the messages of one cycle, applied one after another
     at the cycle's `on_tick` (see the handler). A message's writes, size changes and re-keyed edges
@@ -107,6 +66,7 @@ class PartitionIndexes:
     def __init__(self, transaction: Transaction, nodes: NodeCache) -> None:
         self._transaction = transaction
         self.cache = nodes
+        self._cached: CachedNode | None = None
         self.source: str | None = None
         self.writes: list[tuple[str, bytes, bytes | None]] = []
         self.forward_writes: dict[bytes, bytes] = {}
@@ -166,13 +126,20 @@ class PartitionIndexes:
             raw = self._transaction.get(NODES, url.encode())
             # A new node's first_seen_at is set by its first `touched`.
             node = NodeRecord.decode(raw) if raw is not None else new_node(url, -1)
-            cached = self.cache[url] = CachedNode(node, raw)
+            cached = CachedNode(node, raw)
+            self.cache.add(url, cached)
+        self._cached = cached
         return cached.node
 
     def touched(self, node: NodeRecord, first_seen_at: int) -> None:
+        """`node` changed: the one the last `node` call returned, or another one cached."""
         if node.first_seen_at < 0 or first_seen_at < node.first_seen_at:
             node.first_seen_at = first_seen_at
-        self.cache[node.url].source = self.source
+        cached = self._cached
+        if cached is None or cached.node is not node:
+            cached = self.cache.get(node.url)
+            assert cached is not None and cached.node is node, "touched a node not cached"
+        self.cache.changed(cached, self.source)
 
 
 def upsert_page_links(indexes: PartitionIndexes, links: PageLinks) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from rocksdict import Rdict, WriteBatch
 
 from linkgraph.handler import LinkGraphHandler, LinkGraphTopics, decode_in_link
+from linkgraph.heap import settle_heap
 from schemas.links import LinkEdge, PageLinks, PageMeta
 from streamcrawl.handler import Context, Record
 from streamcrawl.settings import StateSettings
@@ -136,7 +137,8 @@ def _run_cycles(
             ctx = Context(partition=0, transaction=Transaction(top), source=f"{topic}:0:{offset}")
             handler.handle(Record(topic, 0, offset, None, value, [], 0), ctx)
             ctx.transaction.merge_into_parent()  # type: ignore[union-attr]
-            outputs.extend(o.value for o in ctx.outputs if o.value is not None)
+            if ctx.outputs:  # the loop extends the cycle's outputs by each record's
+                outputs.extend(o.value for o in ctx.outputs if o.value is not None)
         tick = Context(partition=0, transaction=top)
         handler.on_tick(tick)  # where the handler applies the cycle's records
         outputs.extend(o.value for o in tick.outputs if o.value is not None)
@@ -168,9 +170,9 @@ def linkgraph(batch_of_pages: list[PageLinks], path: Path) -> tuple[float, float
 def measure(root: Path, count: int, per_page: int, hosts: int) -> IngestResult:
     generated = pages(count, per_page, hosts)
     edges = sum(len(p.edges) for p in generated)
-    # The inputs stay alive throughout: keep the collector from re-scanning them on both sides.
-    gc.collect()
-    gc.freeze()
+    # The inputs stay alive throughout: keep the collector from re-scanning them on both sides;
+    # and collect as a link-graph instance does once started (`linkgraph.heap`).
+    settle_heap()
     forward_s, reverse_s, forward_cycles, reverse_cycles = linkgraph(generated, root / "linkgraph")
     del generated
     tables = LinkGraphHandler.tables()
