@@ -150,7 +150,7 @@ class LinkGraphHandler(BaseHandler):
         stats = self._stats.get(ctx.partition)
         if stats is None:
             stats = self._stats[ctx.partition] = PartitionStats()
-        indexes = PartitionIndexes(transaction, nodes)
+        indexes = PartitionIndexes(transaction, nodes, stats)
         links_topic, by_target = self._topics.links, self._topics.by_target
         partitions = self._topics.partitions
         produce = ctx.produce
@@ -181,7 +181,6 @@ class LinkGraphHandler(BaseHandler):
                     value,
                     partition=by_target_partition(to_url, partitions),
                 )
-            stats.add(indexes.stats)
             upserted += indexes.edges_upserted
         metrics.EDGES_UPSERTED.inc(upserted)
         self._stats_dirty.add(ctx.partition)

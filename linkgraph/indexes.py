@@ -37,6 +37,7 @@ from linkgraph.records import (
     EdgeRecord,
     FetchAssembly,
     NodeRecord,
+    PartitionStats,
     StatsDelta,
     anchor_key,
     edge_key,
@@ -51,7 +52,7 @@ from streamcrawl.state import Transaction
 
 def new_node(url: str, first_seen_at: int) -> NodeRecord:
     host, domain = host_and_domain(origin_of(url))
-    return NodeRecord(url=url, host=host, domain=domain, first_seen_at=first_seen_at)
+    return NodeRecord.new(url, host, domain, first_seen_at)
 
 
 class PartitionIndexes:
@@ -63,8 +64,9 @@ class PartitionIndexes:
     per-cycle `NodeCache` instead of the nodes table: a target gets many in-links per cycle and
     each would read, decode, encode and write the whole node record."""
 
-    def __init__(self, transaction: Transaction, nodes: NodeCache) -> None:
+    def __init__(self, transaction: Transaction, nodes: NodeCache, stats: PartitionStats) -> None:
         self._transaction = transaction
+        self._stats = stats
         self.cache = nodes
         self._cached: CachedNode | None = None
         self.source: str | None = None
@@ -79,20 +81,36 @@ class PartitionIndexes:
     def begin(self, source: str | None) -> None:
         """Start the next message: its writes and changes are collected afresh."""
         self.source = source
-        self.writes = []
-        self.forward_writes = {}
-        self.rekeyed = []
-        self.stats = StatsDelta()
+        if self.writes:
+            self.writes = []
+        if self.forward_writes:
+            self.forward_writes = {}
+        if self.rekeyed:
+            self.rekeyed = []
+        if self.stats.changes:
+            self.stats = StatsDelta()
         self.edges_upserted = 0
 
     def commit(self) -> None:
-        """Put the message's writes into the cycle's transaction, with the message as source."""
+        """Put the message's writes into the cycle's transaction, with the message as source, and
+        its size changes into the partition's."""
         transaction, source = self._transaction, self.source
         for table, key, value in self.writes:
             if value is None:
                 transaction.delete(table, key, source)
             else:
                 transaction.put(table, key, value, source)
+        if self.stats.changes:
+            self._stats.add(self.stats)
+
+    def put_now(self, table: str, key: bytes, old: bytes | None, new: bytes | None) -> None:
+        """Write (None: delete) straight into the cycle's transaction: only once nothing of the
+        message can fail any more (an in-link's writes come last, see `upsert_in_link`)."""
+        self._stats.changed(table, old, new, key)
+        if new is None:
+            self._transaction.delete(table, key, self.source)
+        else:
+            self._transaction.put(table, key, new, self.source)
 
     def get(self, table: str, key: bytes) -> bytes | None:
         """A stored value as the cycle's earlier messages left it (not this message's writes)."""
@@ -113,10 +131,6 @@ class PartitionIndexes:
         self.writes.append((table, key, new))
         if table == FORWARD:
             self.forward_writes[key] = new
-
-    def delete(self, table: str, key: bytes, old: bytes) -> None:
-        self.stats.changed(table, old, None, key)
-        self.writes.append((table, key, None))
 
     def node(self, url: str) -> NodeRecord:
         """The node of `url` as this cycle left it (a new one when unknown); change it in place,
@@ -286,12 +300,13 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     was_live = previous is not None and not previous.gone
     old_text = previous.anchor_text if was_live and previous is not None else ""
     new_text = "" if gone else text
+    # Nothing can fail from here on: written straight into the cycle's transaction.
     if old_text != new_text:
         if old_text:
-            indexes.delete(ANCHORS, anchor_key(to_url, old_text, from_url), b"")
+            indexes.put_now(ANCHORS, anchor_key(to_url, old_text, from_url), b"", None)
         if new_text:
-            indexes.put(ANCHORS, anchor_key(to_url, new_text, from_url), None, b"")
-    indexes.put(REVERSE, key, old, encoded)
+            indexes.put_now(ANCHORS, anchor_key(to_url, new_text, from_url), None, b"")
+    indexes.put_now(REVERSE, key, old, encoded)
     # The node changes last, after everything that can fail: it outlives a failed message.
     if previous is None:
         node.in_total += 1

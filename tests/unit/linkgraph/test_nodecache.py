@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
+
 from linkgraph.indexes import new_node
 from linkgraph.nodecache import CachedNode, NodeCache
 from linkgraph.records import NODES, NodeRecord, PartitionStats
@@ -92,3 +94,22 @@ def test_restore_puts_back_the_node_and_its_pending_change(tmp_path: Path) -> No
         assert (node.in_total, node.crawl_ids) == (1, [])
     finally:
         store.close()
+
+
+def test_a_new_node_and_a_decoded_one_equal_the_constructors() -> None:
+    made = NodeRecord.new("https://a.example/x", "a.example", "a.example", 5)
+    built = NodeRecord(
+        url="https://a.example/x", host="a.example", domain="a.example", first_seen_at=5
+    )
+    assert made == built and made.encode() == built.encode()
+    assert made.crawl_ids is not NodeRecord.new("u", "h", "d", 1).crawl_ids
+    built.crawl_ids.append("c1")
+    built.fetch.parts_seen.append(0)
+    decoded = NodeRecord.decode(built.encode())
+    assert decoded == built and decoded.encode() == built.encode()
+    assert decoded.fetch.complete
+    # A record of another version (a field missing, one unknown) goes field by field.
+    other = orjson.loads(built.encode())
+    del other["title"]
+    other["future"] = 1
+    assert NodeRecord.decode(orjson.dumps(other)) == built
