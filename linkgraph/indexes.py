@@ -38,7 +38,6 @@ from linkgraph.records import (
     FetchAssembly,
     NodeRecord,
     PartitionStats,
-    StatsDelta,
     anchor_key,
     edge_key,
     prefix_of,
@@ -57,12 +56,13 @@ def new_node(url: str, first_seen_at: int) -> NodeRecord:
 
 class PartitionIndexes:
     """The tables of one state partition for the messages of one cycle, applied one after another
-    at the cycle's `on_tick` (see the handler). A message's writes, size changes and re-keyed edges
-    are held here until it succeeded; `commit` then puts them into the cycle's transaction with the
-    message as their source, so a message that fails leaves no write behind (as the kernel's child
-    transaction would, without a second layer per write). Nodes go through the partition's
-    per-cycle `NodeCache` instead of the nodes table: a target gets many in-links per cycle and
-    each would read, decode, encode and write the whole node record."""
+    at the cycle's `on_tick` (see the handler). A message's forward writes and re-keyed edges are
+    held here until it succeeded; `commit` then puts them into the cycle's transaction with the
+    message as their source, and their size changes into the partition's, so a message that fails
+    leaves no write behind (as the kernel's child transaction would, without a second layer per
+    write). An in-link writes last, straight through (`put_now`). Nodes go through the partition's
+    `NodeCache` instead of the nodes table: a target gets many in-links per cycle and each would
+    read, decode, encode and write the whole node record."""
 
     def __init__(self, transaction: Transaction, nodes: NodeCache, stats: PartitionStats) -> None:
         self._transaction = transaction
@@ -70,12 +70,12 @@ class PartitionIndexes:
         self.cache = nodes
         self._cached: CachedNode | None = None
         self.source: str | None = None
-        self.writes: list[tuple[str, bytes, bytes | None]] = []
+        self.writes: list[tuple[str, bytes, bytes | None, bytes | None]] = []
+        """This message's writes: table, key, stored value (None: none), value (None: delete)."""
         self.forward_writes: dict[bytes, bytes] = {}
         """This message's forward writes by key, for its own reads (a target twice, the sweep)."""
         self.rekeyed: list[tuple[str, str, bytes]] = []
         """This message's changed edges for `links.by-target`: to_url, from_url, in-link value."""
-        self.stats = StatsDelta()
         self.edges_upserted = 0
 
     def begin(self, source: str | None) -> None:
@@ -87,21 +87,27 @@ class PartitionIndexes:
             self.forward_writes = {}
         if self.rekeyed:
             self.rekeyed = []
-        if self.stats.changes:
-            self.stats = StatsDelta()
         self.edges_upserted = 0
 
     def commit(self) -> None:
         """Put the message's writes into the cycle's transaction, with the message as source, and
         its size changes into the partition's."""
         transaction, source = self._transaction, self.source
-        for table, key, value in self.writes:
+        entries, size = self._stats.entries, self._stats.size
+        for table, key, old, value in self.writes:
             if value is None:
                 transaction.delete(table, key, source)
             else:
                 transaction.put(table, key, value, source)
-        if self.stats.changes:
-            self._stats.add(self.stats)
+            if old is None:
+                if value is not None:
+                    entries[table] += 1
+                    size[table] += len(key) + len(value)
+            elif value is None:
+                entries[table] -= 1
+                size[table] -= len(key) + len(old)
+            else:
+                size[table] += len(value) - len(old)
 
     def put_now(self, table: str, key: bytes, old: bytes | None, new: bytes | None) -> None:
         """Write (None: delete) straight into the cycle's transaction: only once nothing of the
@@ -126,11 +132,10 @@ class PartitionIndexes:
         for key, raw in self._transaction.scan(FORWARD, prefix):
             yield key, written.get(key, raw)
 
-    def put(self, table: str, key: bytes, old: bytes | None, new: bytes) -> None:
-        self.stats.changed(table, old, new, key)
-        self.writes.append((table, key, new))
-        if table == FORWARD:
-            self.forward_writes[key] = new
+    def put_forward(self, key: bytes, old: bytes | None, new: bytes) -> None:
+        """A forward write of this message, held until it succeeded (`commit`)."""
+        self.writes.append((FORWARD, key, old, new))
+        self.forward_writes[key] = new
 
     def node(self, url: str) -> NodeRecord:
         """The node of `url` as this cycle left it (a new one when unknown); change it in place,
@@ -226,7 +231,7 @@ def _upsert_forward(
         if record == previous:
             return
         encoded = record.encode()
-    indexes.put(FORWARD, key, old, encoded)
+    indexes.put_forward(key, old, encoded)
     indexes.edges_upserted += 1
     indexes.rekeyed.append((to_url, from_url, in_link_value(head, to_url, encoded)))
 
@@ -260,7 +265,7 @@ def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, head: bytes, fetche
         record.gone = True
         node.out_live -= 1
         encoded = record.encode()
-        indexes.put(FORWARD, key, raw, encoded)
+        indexes.put_forward(key, raw, encoded)
         indexes.edges_upserted += 1
         _, to_url = split_key(key)
         indexes.rekeyed.append((to_url, node.url, in_link_value(head, to_url, encoded)))

@@ -274,12 +274,6 @@ class PartitionStats:
         after = 0 if new is None else len(key) + len(new)
         self.size[table] += after - before
 
-    def add(self, delta: StatsDelta) -> None:
-        entries, size = self.entries, self.size
-        for table, entry_change, size_change in delta.changes:
-            entries[table] += entry_change
-            size[table] += size_change
-
     def encode(self) -> bytes:
         return orjson.dumps({"entries": self.entries, "bytes": self.size})
 
@@ -292,22 +286,3 @@ class PartitionStats:
         stats.entries.update(value.get("entries", {}))
         stats.size.update(value.get("bytes", {}))
         return stats
-
-
-class StatsDelta:
-    """One message's changes to its partition's stats, added to them once it succeeded (a list,
-    not two dicts per message: a message changes one to three entries)."""
-
-    __slots__ = ("changes",)
-
-    def __init__(self) -> None:
-        self.changes: list[tuple[str, int, int]] = []
-
-    def changed(self, table: str, old: bytes | None, new: bytes | None, key: bytes) -> None:
-        if old is None:
-            if new is not None:
-                self.changes.append((table, 1, len(key) + len(new)))
-        elif new is None:
-            self.changes.append((table, -1, -len(key) - len(old)))
-        else:
-            self.changes.append((table, 0, len(new) - len(old)))

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from linkgraph.queries import AnchorQuery, NodeQuery
-from linkgraph.records import ANCHORS, FORWARD, REVERSE
+from linkgraph.records import ANCHORS, FORWARD, NODES, REVERSE, STATS_KEY, PartitionStats
 from schemas.links import LinkEdge, PageLinks
 from schemas.links_by_target import InLink
 from schemas.serde import encode
@@ -130,5 +130,24 @@ def test_a_failing_record_is_routed_and_the_cycle_goes_on(tmp_path: Path) -> Non
         assert graph.dead_letters == ["handler error: ValueError: broken value"]
         assert graph.query(NodeQuery(TARGET))["in_degree"] == 1
         assert len(graph.scan(0, REVERSE)) == 1
+    finally:
+        graph.close()
+
+
+def test_the_size_stats_equal_the_stored_indexes_after_a_recrawl(tmp_path: Path) -> None:
+    graph = GraphHarness(tmp_path)
+    try:
+        graph.feed_in_cycles(page(1, TARGET, "https://u.example/a"), page(2, TARGET))
+        # Re-crawls: a longer anchor, an edge gone (swept), a new one; in one cycle.
+        recrawl = page(1, TARGET, "https://u.example/b", anchor="a much longer anchor text")
+        recrawl = recrawl.model_copy(update={"fetched_at": 2000})
+        graph.feed_in_cycles(recrawl, page(3, TARGET))
+        stats = PartitionStats.decode(graph.stores[0].get(NODES, STATS_KEY))
+        for table in (FORWARD, REVERSE, ANCHORS, NODES):
+            stored = [(k, v) for k, v in graph.scan(0, table) if k != STATS_KEY]
+            assert stats.entries[table] == len(stored), table
+            assert stats.size[table] == sum(len(k) + len(v) for k, v in stored), table
+        gone = graph.stores[0].get(FORWARD, b"https://s.example/1\thttps://u.example/a")
+        assert gone is not None and orjson.loads(gone)["gone"] is True
     finally:
         graph.close()
