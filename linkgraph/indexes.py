@@ -178,9 +178,45 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks) -> None:
     current = fetched_at == node.fetch.fetched_at
     # A source with no forward edge stored yet (a first crawl) has none to read back.
     stored = node.out_total > 0
-    head = in_link_head(links.from_url)
+    from_url = links.from_url
+    head = in_link_head(from_url)
+    prefix = f"{from_url}{SEPARATOR}"
+    forward_writes, writes, rekeyed = indexes.forward_writes, indexes.writes, indexes.rekeyed
+    new_edges = 0
     for edge in links.edges:
-        _upsert_forward(indexes, node, links.from_url, head, edge, fetched_at, current, stored)
+        to_url = edge.to_url
+        key = (prefix + to_url).encode()
+        # A first crawl reads only what this message wrote (a target listed twice).
+        old = indexes.get_forward(key) if stored else forward_writes.get(key)
+        if old is None:
+            # A new edge (every edge of a first crawl): encoded straight from the message's fields.
+            discovered_at = edge.discovered_at
+            encoded = orjson.dumps(
+                {
+                    "anchor_text": edge.anchor_text,
+                    "context_window": edge.context_window,
+                    "link_type": edge.link_type,
+                    "position": edge.position,
+                    "discovered_at": discovered_at if discovered_at < fetched_at else fetched_at,
+                    "last_seen_at": fetched_at,
+                    "rel": edge.rel,
+                    "gone": False,
+                }
+            )
+            new_edges += 1
+        else:
+            changed = _seen_again(node, edge, old, fetched_at, current)
+            if changed is None:
+                continue
+            encoded = changed
+        writes.append((FORWARD, key, old, encoded))
+        forward_writes[key] = encoded
+        rekeyed.append((to_url, from_url, in_link_value(head, to_url, encoded)))
+    node.out_total += new_edges
+    node.out_live += new_edges
+    if current:
+        node.fetch.refreshed += new_edges
+    indexes.edges_upserted += len(rekeyed)
     if current and links.part not in node.fetch.parts_seen:
         node.fetch.parts_seen.append(links.part)
         node.fetch.parts_seen.sort()
@@ -188,52 +224,19 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks) -> None:
             _sweep_gone(indexes, node, head, fetched_at)
 
 
-def _upsert_forward(
-    indexes: PartitionIndexes,
-    node: NodeRecord,
-    from_url: str,
-    head: bytes,
-    edge: LinkEdge,
-    fetched_at: int,
-    current: bool,
-    stored: bool,
-) -> None:
-    to_url = edge.to_url
-    key = f"{from_url}{SEPARATOR}{to_url}".encode()
-    # A first crawl reads only what this message wrote (a target listed twice).
-    old = indexes.get_forward(key) if stored else indexes.forward_writes.get(key)
-    if old is None:
-        # A new edge (every edge of a first crawl): encoded straight from the message's fields.
-        discovered_at = edge.discovered_at
-        encoded = orjson.dumps(
-            {
-                "anchor_text": edge.anchor_text,
-                "context_window": edge.context_window,
-                "link_type": edge.link_type,
-                "position": edge.position,
-                "discovered_at": discovered_at if discovered_at < fetched_at else fetched_at,
-                "last_seen_at": fetched_at,
-                "rel": edge.rel,
-                "gone": False,
-            }
-        )
-        node.out_total += 1
+def _seen_again(
+    node: NodeRecord, edge: LinkEdge, old: bytes, fetched_at: int, current: bool
+) -> bytes | None:
+    """An edge stored before: its merged record encoded, None when the merge changes nothing."""
+    previous = EdgeRecord.decode(old)
+    record = _merged(previous, edge, fetched_at, current)
+    if current and previous.last_seen_at < fetched_at:
+        node.fetch.refreshed += 1
+    if previous.gone and not record.gone:
         node.out_live += 1
-        if current:
-            node.fetch.refreshed += 1
-    else:
-        previous = EdgeRecord.decode(old)
-        record = _merged(previous, edge, fetched_at, current)
-        if current and previous.last_seen_at < fetched_at:
-            node.fetch.refreshed += 1
-        if previous.gone and not record.gone:
-            node.out_live += 1
-        if record == previous:
-            return
-        encoded = record.encode()
-    indexes.put_forward(key, old, encoded)
-    indexes.edges_upserted += 1
-    indexes.rekeyed.append((to_url, from_url, in_link_value(head, to_url, encoded)))
+    if record == previous:
+        return None
+    return record.encode()
 
 
 def _merged(previous: EdgeRecord, edge: LinkEdge, fetched_at: int, current: bool) -> EdgeRecord:
