@@ -15,29 +15,29 @@ Re-crawl semantics (DESIGN section 3, step 9):
 - Replays (redelivered messages) change nothing and produce nothing.
 
 Every forward change is produced to `links.by-target` (key to TAB from, partition by to_url).
+The handler applies a cycle's messages at its `on_tick`, one `PartitionIndexes` per partition.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import orjson
 
 from linkgraph.hosts import host_and_domain, origin_of
 from linkgraph.murmur import partition_of_key
+from linkgraph.nodecache import CachedNode, NodeCache
 from linkgraph.records import (
     ANCHORS,
     FORWARD,
     NODES,
     REVERSE,
+    SEPARATOR,
     EdgeRecord,
     FetchAssembly,
     NodeRecord,
     PartitionStats,
-    StatsDelta,
     anchor_key,
     edge_key,
     prefix_of,
@@ -46,95 +46,122 @@ from linkgraph.records import (
 from schemas.base import SCHEMA_VERSION
 from schemas.links import LinkEdge, PageLinks
 from schemas.links_by_target import InLink
-from streamcrawl.handler import Context
-from streamcrawl.state import Table, Transaction
-
-ReKey = Callable[[str, str, EdgeRecord, bytes], None]
-"""Produce one changed edge to `links.by-target`: to_url, from_url, record, encoded record."""
+from streamcrawl.state import Transaction
 
 
 def new_node(url: str, first_seen_at: int) -> NodeRecord:
     host, domain = host_and_domain(origin_of(url))
-    return NodeRecord(url=url, host=host, domain=domain, first_seen_at=first_seen_at)
-
-
-@dataclass
-class CachedNode:
-    """A node read or written in the current cycle: decoded once, encoded once (at `flush`)."""
-
-    node: NodeRecord
-    stored: bytes | None
-    """The node's value in the store or the cycle's transaction when it entered the cache."""
-    source: str | None = None
-    """The last message that changed it (its changelog header); None while unchanged."""
-
-
-NodeCache = dict[str, CachedNode]
-"""One state partition's nodes touched this cycle, by URL (see `flush_nodes`)."""
-
-
-def snapshot(cached: CachedNode | None) -> CachedNode | None:
-    """A copy to put back if the message changing it fails (its transaction is discarded)."""
-    if cached is None:
-        return None
-    node = cached.node
-    fetch = dataclasses.replace(node.fetch, parts_seen=list(node.fetch.parts_seen))
-    copied = dataclasses.replace(node, crawl_ids=list(node.crawl_ids), fetch=fetch)
-    return CachedNode(copied, cached.stored, cached.source)
-
-
-def flush_nodes(cache: NodeCache, transaction: Transaction, stats: PartitionStats) -> None:
-    """Write the cycle's changed nodes into its transaction, each once, with the source of the last
-    message that changed it (as if every message had written it), then forget them all."""
-    for url, cached in cache.items():
-        if cached.source is None:
-            continue
-        encoded = cached.node.encode()
-        if encoded != cached.stored:
-            key = url.encode()
-            stats.changed(NODES, cached.stored, encoded, key)
-            transaction.put(NODES, key, encoded, cached.source)
-    cache.clear()
+    return NodeRecord.new(url, host, domain, first_seen_at)
 
 
 class PartitionIndexes:
-    """The tables of one state partition for one message. `stats` collects this message's size
-    changes, which the handler adds to the partition's totals once the message succeeded. Nodes go
-    through the partition's per-cycle `NodeCache` instead of the nodes table: a target gets many
-    in-links per cycle and each would read, decode, encode and write the whole node record."""
+    """The tables of one state partition for the messages of one cycle, applied one after another
+    at the cycle's `on_tick` (see the handler). A message's forward writes and re-keyed edges are
+    held here until it succeeded; `commit` then puts them into the cycle's transaction with the
+    message as their source, and their size changes into the partition's, so a message that fails
+    leaves no write behind (as the kernel's child transaction would, without a second layer per
+    write). An in-link writes last, straight through (`put_now`). Nodes go through the partition's
+    `NodeCache` instead of the nodes table: a target gets many in-links per cycle and each would
+    read, decode, encode and write the whole node record."""
 
-    def __init__(self, ctx: Context, nodes: NodeCache) -> None:
-        self._ctx = ctx
-        self.source = ctx.source
+    def __init__(self, transaction: Transaction, nodes: NodeCache, stats: PartitionStats) -> None:
+        self._transaction = transaction
+        self._stats = stats
         self.cache = nodes
-        self.forward = ctx.table(FORWARD)
-        self.reverse = ctx.table(REVERSE)
-        self.anchors = ctx.table(ANCHORS)
-        self.stats = StatsDelta()
+        self._cached: CachedNode | None = None
+        self.source: str | None = None
+        self.writes: list[tuple[str, bytes, bytes | None, bytes | None]] = []
+        """This message's writes: table, key, stored value (None: none), value (None: delete)."""
+        self.forward_writes: dict[bytes, bytes] = {}
+        """This message's forward writes by key, for its own reads (a target twice, the sweep)."""
+        self.rekeyed: list[tuple[str, str, bytes]] = []
+        """This message's changed edges for `links.by-target`: to_url, from_url, in-link value."""
         self.edges_upserted = 0
 
-    def put(self, table: Table, name: str, key: bytes, old: bytes | None, new: bytes) -> None:
-        self.stats.changed(name, old, new, key)
-        table.put(key, new)
+    def begin(self, source: str | None) -> None:
+        """Start the next message: its writes and changes are collected afresh."""
+        self.source = source
+        if self.writes:
+            self.writes = []
+        if self.forward_writes:
+            self.forward_writes = {}
+        if self.rekeyed:
+            self.rekeyed = []
+        self.edges_upserted = 0
+
+    def commit(self) -> None:
+        """Put the message's writes into the cycle's transaction, with the message as source, and
+        its size changes into the partition's."""
+        transaction, source = self._transaction, self.source
+        entries, size = self._stats.entries, self._stats.size
+        for table, key, old, value in self.writes:
+            if value is None:
+                transaction.delete(table, key, source)
+            else:
+                transaction.put(table, key, value, source)
+            if old is None:
+                if value is not None:
+                    entries[table] += 1
+                    size[table] += len(key) + len(value)
+            elif value is None:
+                entries[table] -= 1
+                size[table] -= len(key) + len(old)
+            else:
+                size[table] += len(value) - len(old)
+
+    def put_now(self, table: str, key: bytes, old: bytes | None, new: bytes | None) -> None:
+        """Write (None: delete) straight into the cycle's transaction: only once nothing of the
+        message can fail any more (an in-link's writes come last, see `upsert_in_link`)."""
+        self._stats.changed(table, old, new, key)
+        if new is None:
+            self._transaction.delete(table, key, self.source)
+        else:
+            self._transaction.put(table, key, new, self.source)
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        """A stored value as the cycle's earlier messages left it (not this message's writes)."""
+        return self._transaction.get(table, key)
+
+    def get_forward(self, key: bytes) -> bytes | None:
+        written = self.forward_writes.get(key)
+        return written if written is not None else self._transaction.get(FORWARD, key)
+
+    def scan_forward(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The stored forward entries under `prefix`, as this message changed them so far."""
+        written = self.forward_writes
+        for key, raw in self._transaction.scan(FORWARD, prefix):
+            yield key, written.get(key, raw)
+
+    def put_forward(self, key: bytes, old: bytes | None, new: bytes) -> None:
+        """A forward write of this message, held until it succeeded (`commit`)."""
+        self.writes.append((FORWARD, key, old, new))
+        self.forward_writes[key] = new
 
     def node(self, url: str) -> NodeRecord:
         """The node of `url` as this cycle left it (a new one when unknown); change it in place,
         then `touched` it, and only after everything that can fail (see the handler)."""
         cached = self.cache.get(url)
         if cached is None:
-            raw = self._ctx.table(NODES).get(url.encode())
+            raw = self._transaction.get(NODES, url.encode())
             # A new node's first_seen_at is set by its first `touched`.
             node = NodeRecord.decode(raw) if raw is not None else new_node(url, -1)
-            cached = self.cache[url] = CachedNode(node, raw)
+            cached = CachedNode(node, raw)
+            self.cache.add(url, cached)
+        self._cached = cached
         return cached.node
 
     def touched(self, node: NodeRecord, first_seen_at: int) -> None:
+        """`node` changed: the one the last `node` call returned, or another one cached."""
         if node.first_seen_at < 0 or first_seen_at < node.first_seen_at:
             node.first_seen_at = first_seen_at
-        self.cache[node.url].source = self.source
+        cached = self._cached
+        if cached is None or cached.node is not node:
+            cached = self.cache.get(node.url)
+            assert cached is not None and cached.node is node, "touched a node not cached"
+        self.cache.changed(cached, self.source)
 
 
-def upsert_page_links(indexes: PartitionIndexes, links: PageLinks, rekey: ReKey) -> None:
+def upsert_page_links(indexes: PartitionIndexes, links: PageLinks) -> None:
     """Apply one part of one fetch's out-links (see the module docstring)."""
     fetched_at = links.fetched_at
     node = indexes.node(links.from_url)
@@ -151,54 +178,65 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks, rekey: ReKey)
     current = fetched_at == node.fetch.fetched_at
     # A source with no forward edge stored yet (a first crawl) has none to read back.
     stored = node.out_total > 0
+    from_url = links.from_url
+    head = in_link_head(from_url)
+    prefix = f"{from_url}{SEPARATOR}"
+    forward_writes, writes, rekeyed = indexes.forward_writes, indexes.writes, indexes.rekeyed
+    new_edges = 0
     for edge in links.edges:
-        _upsert_forward(indexes, node, links.from_url, edge, fetched_at, current, stored, rekey)
+        to_url = edge.to_url
+        key = (prefix + to_url).encode()
+        # A first crawl reads only what this message wrote (a target listed twice).
+        old = indexes.get_forward(key) if stored else forward_writes.get(key)
+        if old is None:
+            # A new edge (every edge of a first crawl): encoded straight from the message's fields.
+            discovered_at = edge.discovered_at
+            encoded = orjson.dumps(
+                {
+                    "anchor_text": edge.anchor_text,
+                    "context_window": edge.context_window,
+                    "link_type": edge.link_type,
+                    "position": edge.position,
+                    "discovered_at": discovered_at if discovered_at < fetched_at else fetched_at,
+                    "last_seen_at": fetched_at,
+                    "rel": edge.rel,
+                    "gone": False,
+                }
+            )
+            new_edges += 1
+        else:
+            changed = _seen_again(node, edge, old, fetched_at, current)
+            if changed is None:
+                continue
+            encoded = changed
+        writes.append((FORWARD, key, old, encoded))
+        forward_writes[key] = encoded
+        rekeyed.append((to_url, from_url, in_link_value(head, to_url, encoded)))
+    node.out_total += new_edges
+    node.out_live += new_edges
+    if current:
+        node.fetch.refreshed += new_edges
+    indexes.edges_upserted += len(rekeyed)
     if current and links.part not in node.fetch.parts_seen:
         node.fetch.parts_seen.append(links.part)
         node.fetch.parts_seen.sort()
         if node.fetch.complete and node.out_live > node.fetch.refreshed:
-            _sweep_gone(indexes, node, fetched_at, rekey)
+            _sweep_gone(indexes, node, head, fetched_at)
 
 
-def _upsert_forward(
-    indexes: PartitionIndexes,
-    node: NodeRecord,
-    from_url: str,
-    edge: LinkEdge,
-    fetched_at: int,
-    current: bool,
-    stored: bool,
-    rekey: ReKey,
-) -> None:
-    key = edge_key(from_url, edge.to_url)
-    old = indexes.forward.get(key) if stored else None
-    if old is None:
-        record = EdgeRecord(
-            anchor_text=edge.anchor_text,
-            context_window=edge.context_window,
-            link_type=edge.link_type,
-            position=edge.position,
-            discovered_at=min(edge.discovered_at, fetched_at),
-            last_seen_at=fetched_at,
-            rel=list(edge.rel),
-        )
-        node.out_total += 1
+def _seen_again(
+    node: NodeRecord, edge: LinkEdge, old: bytes, fetched_at: int, current: bool
+) -> bytes | None:
+    """An edge stored before: its merged record encoded, None when the merge changes nothing."""
+    previous = EdgeRecord.decode(old)
+    record = _merged(previous, edge, fetched_at, current)
+    if current and previous.last_seen_at < fetched_at:
+        node.fetch.refreshed += 1
+    if previous.gone and not record.gone:
         node.out_live += 1
-        if current:
-            node.fetch.refreshed += 1
-    else:
-        previous = EdgeRecord.decode(old)
-        record = _merged(previous, edge, fetched_at, current)
-        if current and previous.last_seen_at < fetched_at:
-            node.fetch.refreshed += 1
-        if previous.gone and not record.gone:
-            node.out_live += 1
-        if record == previous:
-            return
-    encoded = record.encode()
-    indexes.put(indexes.forward, FORWARD, key, old, encoded)
-    indexes.edges_upserted += 1
-    rekey(edge.to_url, from_url, record, encoded)
+    if record == previous:
+        return None
+    return record.encode()
 
 
 def _merged(previous: EdgeRecord, edge: LinkEdge, fetched_at: int, current: bool) -> EdgeRecord:
@@ -221,20 +259,19 @@ def _merged(previous: EdgeRecord, edge: LinkEdge, fetched_at: int, current: bool
     )
 
 
-def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, fetched_at: int, rekey: ReKey) -> None:
-    stale = [
-        (key, raw, EdgeRecord.decode(raw)) for key, raw in indexes.forward.scan(prefix_of(node.url))
-    ]
+def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, head: bytes, fetched_at: int) -> None:
+    stored = indexes.scan_forward(prefix_of(node.url))
+    stale = [(key, raw, EdgeRecord.decode(raw)) for key, raw in stored]
     for key, raw, record in stale:
         if record.gone or record.last_seen_at >= fetched_at:
             continue
         record.gone = True
         node.out_live -= 1
         encoded = record.encode()
-        indexes.put(indexes.forward, FORWARD, key, raw, encoded)
+        indexes.put_forward(key, raw, encoded)
         indexes.edges_upserted += 1
         _, to_url = split_key(key)
-        rekey(to_url, node.url, record, encoded)
+        indexes.rekeyed.append((to_url, node.url, in_link_value(head, to_url, encoded)))
 
 
 def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
@@ -246,7 +283,7 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     node = indexes.node(to_url)
     key = edge_key(to_url, from_url)
     # A target with no in-link stored has no reverse entry: skip that read.
-    old = indexes.reverse.get(key) if node.in_total > 0 else None
+    old = indexes.get(REVERSE, key) if node.in_total > 0 else None
     previous = EdgeRecord.decode(old) if old is not None else None
     if previous is not None and previous.last_seen_at > in_link.last_seen_at:
         return  # a stale copy: the reverse index already reflects a newer fetch
@@ -254,29 +291,30 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     if previous is not None and previous.discovered_at < discovered_at:
         discovered_at = previous.discovered_at
     text, gone = in_link.anchor_text, in_link.gone
-    encoded = EdgeRecord(
-        anchor_text=text,
-        context_window=in_link.context_window,
-        link_type=in_link.link_type,
-        position=in_link.position,
-        discovered_at=discovered_at,
-        last_seen_at=in_link.last_seen_at,
-        rel=in_link.rel,
-        gone=gone,
-    ).encode()
+    encoded = orjson.dumps(
+        {
+            "anchor_text": text,
+            "context_window": in_link.context_window,
+            "link_type": in_link.link_type,
+            "position": in_link.position,
+            "discovered_at": discovered_at,
+            "last_seen_at": in_link.last_seen_at,
+            "rel": in_link.rel,
+            "gone": gone,
+        }
+    )
     if encoded == old:
         return
     was_live = previous is not None and not previous.gone
     old_text = previous.anchor_text if was_live and previous is not None else ""
     new_text = "" if gone else text
+    # Nothing can fail from here on: written straight into the cycle's transaction.
     if old_text != new_text:
         if old_text:
-            anchor = anchor_key(to_url, old_text, from_url)
-            indexes.stats.changed(ANCHORS, b"", None, anchor)
-            indexes.anchors.delete(anchor)
+            indexes.put_now(ANCHORS, anchor_key(to_url, old_text, from_url), b"", None)
         if new_text:
-            indexes.put(indexes.anchors, ANCHORS, anchor_key(to_url, new_text, from_url), None, b"")
-    indexes.put(indexes.reverse, REVERSE, key, old, encoded)
+            indexes.put_now(ANCHORS, anchor_key(to_url, new_text, from_url), None, b"")
+    indexes.put_now(REVERSE, key, old, encoded)
     # The node changes last, after everything that can fail: it outlives a failed message.
     if previous is None:
         node.in_total += 1
@@ -285,11 +323,15 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     indexes.touched(node, in_link.discovered_at)
 
 
-def in_link_value(to_url: str, from_url: str, encoded: bytes) -> bytes:
+def in_link_head(from_url: str) -> bytes:
+    """The start of every `links.by-target` value of one source: version and source URL."""
+    return orjson.dumps({"v": SCHEMA_VERSION, "from_url": from_url})[:-1]
+
+
+def in_link_value(head: bytes, to_url: str, encoded: bytes) -> bytes:
     """The `links.by-target` value: version and ends, then the encoded edge record's fields (one
     per edge, so no pydantic round trip; `tests/unit/linkgraph` checks it is a valid InLink)."""
-    ends = orjson.dumps({"v": SCHEMA_VERSION, "from_url": from_url, "to_url": to_url})
-    return ends[:-1] + b"," + encoded[1:]
+    return b"".join((head, b',"to_url":', orjson.dumps(to_url), b",", encoded[1:]))
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -18,7 +18,7 @@ percent-encoded), so the separator cannot occur inside a URL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import orjson
@@ -85,22 +85,16 @@ class EdgeRecord:
     """The source's latest complete fetch no longer has this link (kept, not forgotten)."""
 
     def encode(self) -> bytes:
-        return orjson.dumps(
-            {
-                "anchor_text": self.anchor_text,
-                "context_window": self.context_window,
-                "link_type": self.link_type,
-                "position": self.position,
-                "discovered_at": self.discovered_at,
-                "last_seen_at": self.last_seen_at,
-                "rel": self.rel,
-                "gone": self.gone,
-            }
-        )
+        """Its fields in order, by orjson's own dataclass serialiser (no dict built per record)."""
+        return orjson.dumps(self)
 
     @classmethod
     def decode(cls, raw: bytes) -> EdgeRecord:
         value = _loads(raw)
+        if value.keys() == _EDGE_FIELDS:  # a record this version wrote: taken as it is
+            record = cls.__new__(cls)
+            record.__dict__ = value
+            return record
         try:
             return cls(
                 anchor_text=value["anchor_text"],
@@ -164,38 +158,55 @@ class NodeRecord:
     in_total: int = 0
     fetch: FetchAssembly = field(default_factory=FetchAssembly)
 
+    @classmethod
+    def new(cls, url: str, host: str, domain: str, first_seen_at: int) -> NodeRecord:
+        """A node not seen before: the constructor's defaults, without its call per field (one
+        per new target; `tests/unit/linkgraph` checks it equals the constructor's)."""
+        assembly = FetchAssembly.__new__(FetchAssembly)
+        assembly.__dict__ = {"fetched_at": -1, "parts": 1, "parts_seen": [], "refreshed": 0}
+        node = cls.__new__(cls)
+        node.__dict__ = {
+            "url": url,
+            "host": host,
+            "domain": domain,
+            "first_seen_at": first_seen_at,
+            "crawled": False,
+            "fetched_at": None,
+            "status": None,
+            "title": None,
+            "crawl_ids": [],
+            "out_live": 0,
+            "out_total": 0,
+            "in_live": 0,
+            "in_total": 0,
+            "fetch": assembly,
+        }
+        return node
+
     def add_crawl(self, crawl_id: str) -> None:
         if crawl_id not in self.crawl_ids and len(self.crawl_ids) < MAX_CRAWL_IDS:
             self.crawl_ids.append(crawl_id)
 
     def encode(self) -> bytes:
-        return orjson.dumps(
-            {
-                "url": self.url,
-                "host": self.host,
-                "domain": self.domain,
-                "first_seen_at": self.first_seen_at,
-                "crawled": self.crawled,
-                "fetched_at": self.fetched_at,
-                "status": self.status,
-                "title": self.title,
-                "crawl_ids": self.crawl_ids,
-                "out_live": self.out_live,
-                "out_total": self.out_total,
-                "in_live": self.in_live,
-                "in_total": self.in_total,
-                "fetch": {
-                    "fetched_at": self.fetch.fetched_at,
-                    "parts": self.fetch.parts,
-                    "parts_seen": self.fetch.parts_seen,
-                    "refreshed": self.fetch.refreshed,
-                },
-            }
-        )
+        """Its fields in order, the fetch nested, by orjson's dataclass serialiser."""
+        return orjson.dumps(self)
 
     @classmethod
     def decode(cls, raw: bytes) -> NodeRecord:
         value = _loads(raw)
+        fetch = value.get("fetch")
+        if (
+            value.keys() == _NODE_FIELDS
+            and isinstance(fetch, dict)
+            and fetch.keys() == _FETCH_FIELDS
+        ):
+            # A record this version wrote: taken as it is, without a constructor call per field.
+            assembly = FetchAssembly.__new__(FetchAssembly)
+            assembly.__dict__ = fetch
+            value["fetch"] = assembly
+            node = cls.__new__(cls)
+            node.__dict__ = value
+            return node
         try:
             fetch = value.get("fetch") or {}
             return cls(
@@ -240,6 +251,13 @@ class NodeRecord:
         }
 
 
+_EDGE_FIELDS = frozenset(f.name for f in fields(EdgeRecord))
+_FETCH_FIELDS = frozenset(f.name for f in fields(FetchAssembly))
+_NODE_FIELDS = frozenset(f.name for f in fields(NodeRecord))
+"""The fields of the records this version writes: a decoded record with exactly these is taken as
+it is (`decode`); an older or newer one goes field by field, defaults filling what it lacks."""
+
+
 @dataclass
 class PartitionStats:
     """Counts and byte sizes of one partition's indexes (key + value bytes), for the gauges."""
@@ -256,12 +274,6 @@ class PartitionStats:
         after = 0 if new is None else len(key) + len(new)
         self.size[table] += after - before
 
-    def add(self, delta: StatsDelta) -> None:
-        entries, size = self.entries, self.size
-        for table, entry_change, size_change in delta.changes:
-            entries[table] += entry_change
-            size[table] += size_change
-
     def encode(self) -> bytes:
         return orjson.dumps({"entries": self.entries, "bytes": self.size})
 
@@ -274,22 +286,3 @@ class PartitionStats:
         stats.entries.update(value.get("entries", {}))
         stats.size.update(value.get("bytes", {}))
         return stats
-
-
-class StatsDelta:
-    """One message's changes to its partition's stats, added to them once it succeeded (a list,
-    not two dicts per message: a message changes one to three entries)."""
-
-    __slots__ = ("changes",)
-
-    def __init__(self) -> None:
-        self.changes: list[tuple[str, int, int]] = []
-
-    def changed(self, table: str, old: bytes | None, new: bytes | None, key: bytes) -> None:
-        if old is None:
-            if new is not None:
-                self.changes.append((table, 1, len(key) + len(new)))
-        elif new is None:
-            self.changes.append((table, -1, -len(key) - len(old)))
-        else:
-            self.changes.append((table, 0, len(new) - len(old)))

@@ -134,6 +134,8 @@ def median_round(rounds: list[IngestResult]) -> IngestResult:
         reverse_s=statistics.median(r.reverse_s for r in rounds),
         bare_forward_s=statistics.median(r.bare_forward_s for r in rounds),
         bare_reverse_s=statistics.median(r.bare_reverse_s for r in rounds),
+        kernel_forward_s=statistics.median(r.kernel_forward_s for r in rounds),
+        kernel_reverse_s=statistics.median(r.kernel_reverse_s for r in rounds),
         forward_records=rounds[0].forward_records,
         reverse_records=rounds[0].reverse_records,
     )
@@ -154,14 +156,19 @@ def report_ingest(ingest: IngestResult, rounds: int) -> None:
     print(f"{'what':<48}{'seconds':>10}{'edges/s':>12}{'vs bare':>10}")
     rows = [
         ("bare puts of the forward pass's records", ingest.bare_forward_s, ingest.bare_forward_s),
+        ("  kernel state path alone, same records", ingest.kernel_forward_s, ingest.bare_forward_s),
         ("forward: links -> forward + nodes + re-key", ingest.forward_s, ingest.bare_forward_s),
         ("bare puts of the reverse pass's records", ingest.bare_reverse_s, ingest.bare_reverse_s),
+        ("  kernel state path alone, same records", ingest.kernel_reverse_s, ingest.bare_reverse_s),
         ("reverse: in-links -> reverse + anchors + nodes", ingest.reverse_s, ingest.bare_reverse_s),
         ("both passes (an edge fully indexed)", ingest.forward_s + ingest.reverse_s, ingest.bare_s),
     ]
     for name, seconds, baseline in rows:
         print(f"{name:<48}{seconds:>10.2f}{edges / seconds:>12,.0f}{baseline / seconds:>10.2f}")
-    print("target: each pass at least 0.50 of its baseline")
+    print(
+        "target: each pass at least 0.50 of its baseline; the kernel rows (no handler) are the "
+        "most a handler can reach on the kernel's state path"
+    )
     print()
 
 

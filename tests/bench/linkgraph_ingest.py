@@ -12,8 +12,11 @@ record and the changelog offset, same keys, same values, same column families, s
 `WriteBatch` puts into a fresh RocksDB with the kernel's `StoreOptions`, one `write` per cycle. It
 does no reads, no decoding, no encoding and produces nothing: it is what storing those bytes costs.
 The re-keyed values the forward pass produces go to Kafka, not RocksDB, so the baseline has no
-counterpart for them. CPU time of the process, so a busy neighbour on the 2-core machine does not
-count (RocksDB's background work included on both sides; neither side flushes on the clock).
+counterpart for them. A third figure, `kernel`, puts the same records through the kernel's state
+path with no handler (the loop's objects per message, `Transaction` puts, `PartitionStore.write`):
+the highest ratio any handler could reach. CPU time of the process, so a busy neighbour on the
+2-core machine does not count (RocksDB's background work included on both sides; neither side
+flushes on the clock).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 from rocksdict import Rdict, WriteBatch
 
 from linkgraph.handler import LinkGraphHandler, LinkGraphTopics, decode_in_link
+from linkgraph.heap import settle_heap
 from schemas.links import LinkEdge, PageLinks, PageMeta
 from streamcrawl.handler import Context, Record
 from streamcrawl.settings import StateSettings
@@ -55,6 +59,8 @@ class IngestResult:
     reverse_s: float
     bare_forward_s: float
     bare_reverse_s: float
+    kernel_forward_s: float
+    kernel_reverse_s: float
     forward_records: int
     reverse_records: int
 
@@ -120,6 +126,35 @@ def bare(cycles: Cycles, path: Path, tables: tuple[str, ...]) -> float:
     return elapsed
 
 
+def kernel(cycles: Cycles, messages: int, path: Path, tables: tuple[str, ...]) -> float:
+    """The kernel's state path alone for the same records, no handler: per message the Record,
+    Context and child Transaction the loop makes (merged, empty), per cycle every captured write
+    put into the cycle's Transaction and one `PartitionStore.write`. Its ratio to the bare puts is
+    the most any handler could reach on this state path (`_run_cycles` minus the handler)."""
+    store = PartitionStore(path, tables, StoreOptions(StateSettings()))
+    started = time.process_time()
+    offset = 0
+    for writes in cycles:
+        top = Transaction(store)
+        for _ in range(min(CYCLE, messages - offset)):
+            offset += 1
+            ctx = Context(partition=0, transaction=Transaction(top), source=f"t:0:{offset}")
+            Record("t", 0, offset, None, None, [], 0)
+            ctx.transaction.merge_into_parent()  # type: ignore[union-attr]
+        source = f"t:0:{offset}"
+        for table, key, value in writes:
+            if table == META_TABLE:
+                continue  # the offset is part of `PartitionStore.write`
+            if value is None:
+                top.delete(table, key, source)
+            else:
+                top.put(table, key, value, source)
+        store.write(top.writes, "changelog", offset)
+    elapsed = time.process_time() - started
+    store.close()
+    return elapsed
+
+
 def _run_cycles(
     handler: LinkGraphHandler, store: PartitionStore, topic: str, values: list[object]
 ) -> tuple[float, list[bytes], Cycles]:
@@ -136,8 +171,11 @@ def _run_cycles(
             ctx = Context(partition=0, transaction=Transaction(top), source=f"{topic}:0:{offset}")
             handler.handle(Record(topic, 0, offset, None, value, [], 0), ctx)
             ctx.transaction.merge_into_parent()  # type: ignore[union-attr]
-            outputs.extend(o.value for o in ctx.outputs if o.value is not None)
-        handler.on_tick(Context(partition=0, transaction=top))
+            if ctx.outputs:  # the loop extends the cycle's outputs by each record's
+                outputs.extend(o.value for o in ctx.outputs if o.value is not None)
+        tick = Context(partition=0, transaction=top)
+        handler.on_tick(tick)  # where the handler applies the cycle's records
+        outputs.extend(o.value for o in tick.outputs if o.value is not None)
         store.write(top.writes, "changelog", offset)
         cycles.append([(table, key, value) for (table, key), value in top.writes.items()])
         cycles[-1].append((META_TABLE, CHANGELOG_TOPIC_KEY, b"changelog"))
@@ -166,20 +204,24 @@ def linkgraph(batch_of_pages: list[PageLinks], path: Path) -> tuple[float, float
 def measure(root: Path, count: int, per_page: int, hosts: int) -> IngestResult:
     generated = pages(count, per_page, hosts)
     edges = sum(len(p.edges) for p in generated)
-    # The inputs stay alive throughout: keep the collector from re-scanning them on both sides.
-    gc.collect()
-    gc.freeze()
+    # The inputs stay alive throughout: keep the collector from re-scanning them on both sides;
+    # and collect as a link-graph instance does once started (`linkgraph.heap`).
+    settle_heap()
     forward_s, reverse_s, forward_cycles, reverse_cycles = linkgraph(generated, root / "linkgraph")
     del generated
     tables = LinkGraphHandler.tables()
     bare_forward_s = bare(forward_cycles, root / "bare-forward", tables)
     bare_reverse_s = bare(reverse_cycles, root / "bare-reverse", tables)
+    kernel_forward_s = kernel(forward_cycles, count, root / "kernel-forward", tables)
+    kernel_reverse_s = kernel(reverse_cycles, edges, root / "kernel-reverse", tables)
     return IngestResult(
         edges=edges,
         forward_s=forward_s,
         reverse_s=reverse_s,
         bare_forward_s=bare_forward_s,
         bare_reverse_s=bare_reverse_s,
+        kernel_forward_s=kernel_forward_s,
+        kernel_reverse_s=kernel_reverse_s,
         forward_records=sum(len(c) for c in forward_cycles),
         reverse_records=sum(len(c) for c in reverse_cycles),
     )

@@ -8,9 +8,10 @@ from typing import Any
 
 from linkgraph.handler import LinkGraphHandler, LinkGraphTopics, decode_in_link
 from linkgraph.queries import Query, answer
+from schemas.deadletter import DeadLetter
 from schemas.links import PageLinks
 from schemas.partitioning import partition_for_key
-from schemas.serde import encode
+from schemas.serde import decode, encode
 from streamcrawl.handler import Context, Output, Record
 from streamcrawl.settings import StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Transaction
@@ -47,22 +48,12 @@ class GraphHarness:
         return partition_for_key(url.encode(), self.topics.partitions)
 
     def _apply(self, topic: str, partition: int, value: Any) -> list[Output]:
-        top = Transaction(self.stores[partition])
-        child = Transaction(top)
-        ctx = Context(partition=partition, transaction=child, source=f"{topic}:{partition}:0")
-        self.offset += 1
-        record = Record(topic, partition, self.offset, None, value, [], 0)
-        self.handler.handle(record, ctx)
-        if ctx.dead_letter_reason is not None:
-            self.dead_letters.append(ctx.dead_letter_reason)
-            return []
-        child.merge_into_parent()
-        self.handler.on_tick(Context(partition=partition, transaction=top))
-        self.stores[partition].write(top.writes, "changelog", None)
-        return ctx.outputs
+        return self._apply_cycle(topic, partition, [value])
 
     def _apply_cycle(self, topic: str, partition: int, values: list[Any]) -> list[Output]:
-        """Several messages in one cycle, as the loop runs them: a child transaction each."""
+        """Several messages in one cycle, as the loop runs them: a child transaction each, merged,
+        then the cycle's `on_tick` (where the handler applies them) and one write. Returns the
+        re-keyed outputs; dead letters are collected (their reasons) in `dead_letters`."""
         top = Transaction(self.stores[partition])
         outputs: list[Output] = []
         for value in values:
@@ -71,12 +62,16 @@ class GraphHarness:
             source = f"{topic}:{partition}:{self.offset}"
             ctx = Context(partition=partition, transaction=child, source=source)
             self.handler.handle(Record(topic, partition, self.offset, None, value, [], 0), ctx)
-            if ctx.dead_letter_reason is not None:
-                self.dead_letters.append(ctx.dead_letter_reason)
-                continue
+            assert ctx.dead_letter_reason is None and not child.writes and not ctx.outputs
             child.merge_into_parent()
-            outputs.extend(ctx.outputs)
-        self.handler.on_tick(Context(partition=partition, transaction=top))
+        tick = Context(partition=partition, transaction=top)
+        self.handler.on_tick(tick)
+        for output in tick.outputs:
+            if output.topic == self.topics.dead_letters:
+                assert output.value is not None
+                self.dead_letters.append(decode(DeadLetter, output.value).error)
+            else:
+                outputs.append(output)
         self.last_sources = dict(top.sources)
         self.stores[partition].write(top.writes, "changelog", None)
         return outputs
