@@ -182,8 +182,9 @@ def test_every_service_killed_at_a_crash_point_in_sequence(
 @pytest.mark.xfail(
     strict=False,
     raises=GaveUpError,
-    reason="a stall after a broker restart (a member losing its partitions) is not explained "
-    "yet; fenced members now exit and are restarted (see the module docstring)",
+    reason="both known stalls are handled (fenced members exit; a member that never rejoins is "
+    "ended by the rejoin watchdog), but the watchdog has not yet been exercised by this test: a "
+    "stall stays tolerated until it has (see the module docstring)",
 )
 def test_the_crawl_survives_a_broker_restart(broker: LocalBroker, tmp_path: Path) -> None:
     e2e = EndToEnd(broker.bootstrap, tmp_path, (200, 3, 6, 22), partitions=2)
