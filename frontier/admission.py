@@ -29,6 +29,7 @@ import json
 import struct
 
 from frontier import crawlstate
+from frontier.budget import depth_counter
 from frontier.priority import PrioritySignals, encode_priority, queue_key
 from frontier.queues import QueuedUrl, enqueue
 from frontier.records import (
@@ -74,6 +75,8 @@ def receive_discovered(session: PartitionSession, message: DiscoveredUrls) -> No
 def admit_discovered(session: PartitionSession, crawl: CrawlState, message: DiscoveredUrls) -> None:
     crawl_id = crawl.crawl_id
     session.count(crawl_id, "discovered_messages_admitted")
+    if crawl.request.max_links != -1:
+        session.count(crawl_id, depth_counter("admitted", message.depth))
     rules = session.services.scope_rules(crawl)
     rank = source_rank(session, crawl_id, message.source_url)
     for index, item in enumerate(message.urls):
@@ -157,7 +160,7 @@ def _enqueue_new(
     session.count(crawl_id, "queued")
     session.unfinished(crawl_id, message.depth, 1)
     if crawl.request.max_links != -1:
-        session.record(crawl_id).waiting_budget += 1
+        session.record(crawl_id).add_waiting(message.depth, 1)
     session.queued(host)
 
 
@@ -253,6 +256,10 @@ def _maybe_lower_depth(
     )
     session.unfinished(crawl.crawl_id, visited.depth, -1)
     session.unfinished(crawl.crawl_id, depth, 1)
+    if crawl.request.max_links != -1 and not visited.charged:
+        record = session.record(crawl.crawl_id)
+        record.add_waiting(visited.depth, -1)
+        record.add_waiting(depth, 1)
     visited.depth = depth
     visited.queue_key = key.hex()
     session.put_visited(crawl.crawl_id, fingerprint, visited)
@@ -269,6 +276,7 @@ def admit_report(session: PartitionSession, report: ParseReport) -> None:
     crawl_id = report.crawl_id
     session.count(crawl_id, "reports_admitted")
     session.count(crawl_id, "discovered_messages_announced", report.discovered_messages)
+    _announce_links(session, report)
     reports = session.table(REPORTS)
     lease_key = report.lease_id.encode()
     raw = reports.get(lease_key)
@@ -282,6 +290,20 @@ def admit_report(session: PartitionSession, report: ParseReport) -> None:
     if open_lease is not None:
         lease = LeaseRecord.decode(open_lease)
         reports.put(lease_key, ReportWait(lease.crawl_id, lease.depth, early=True).encode())
+
+
+def _announce_links(session: PartitionSession, report: ParseReport) -> None:
+    """Finite budget: the report's messages count as announced one depth below its page."""
+    crawl = session.crawl_state(report.crawl_id)
+    if crawl is None or crawl.request.max_links == -1 or report.discovered_messages == 0:
+        return
+    canonical = canonical_url(report.page_url)
+    page = (
+        None if canonical is None else session.visited(crawl.crawl_id, url_fingerprint(canonical))
+    )
+    if page is not None:
+        name = depth_counter("announced", page.depth + 1)
+        session.count(crawl.crawl_id, name, report.discovered_messages)
 
 
 def record_score(session: PartitionSession, score: PageScore) -> None:

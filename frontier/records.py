@@ -294,15 +294,16 @@ class CrawlRecord:
 
     ``counters`` are cumulative counts and gauges (`frontier.progress` names them). ``unfinished``
     counts, per depth, URLs queued, leased or waiting for a retry plus pages awaiting their
-    ParseReport: the BFS-prefix rule leases only the lowest such depth. ``waiting_budget`` counts
-    queued URLs not yet charged to the budget. ``account`` exists for finite-budget crawls.
+    ParseReport: the BFS-prefix rule leases only the lowest such depth. ``waiting_budget`` counts,
+    per depth, queued URLs not yet charged to the budget. ``account`` exists for finite-budget
+    crawls.
     ``snapshot``, ``published_at`` and ``dirty`` drive progress publication.
     """
 
     crawl_id: str
     counters: dict[str, int] = field(default_factory=dict)
     unfinished: dict[str, int] = field(default_factory=dict)
-    waiting_budget: int = 0
+    waiting_budget: dict[str, int] = field(default_factory=dict)
     account: BudgetAccount | None = None
     snapshot: int = 0
     published_at: int = 0
@@ -320,6 +321,17 @@ class CrawlRecord:
             return False
         self.unfinished.pop(str(depth), None)
         return delta < 0
+
+    def add_waiting(self, depth: int, delta: int) -> None:
+        """Change the count of queued URLs waiting for budget at ``depth``."""
+        left = self.waiting_budget.get(str(depth), 0) + delta
+        if left > 0:
+            self.waiting_budget[str(depth)] = left
+        else:
+            self.waiting_budget.pop(str(depth), None)
+
+    def waiting_at(self, depth: int) -> int:
+        return self.waiting_budget.get(str(depth), 0)
 
     def encode(self) -> bytes:
         data = asdict(self)
