@@ -200,6 +200,9 @@ def recheck_held_budget(session: PartitionSession) -> None:
         ledger = BudgetLedger.from_bytes(raw)
         if not ledger.held:
             continue
+        state = session.crawl_state(ledger.crawl_id)
+        if state is None or state.status in ("done", "cancelled"):
+            continue  # nothing more is leased: the held requests need no answer
         snapshots = session.services.progress.snapshots(ledger.crawl_id)
         blocking = blocking_depth(history[-1].counters for history in snapshots.values() if history)
         depth = max(h.depth for h in ledger.held) if blocking is None else blocking
