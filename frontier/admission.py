@@ -29,6 +29,7 @@ import json
 import struct
 
 from frontier import crawlstate
+from frontier.budget import depth_counter
 from frontier.priority import PrioritySignals, encode_priority, queue_key
 from frontier.queues import QueuedUrl, enqueue
 from frontier.records import (
@@ -42,10 +43,13 @@ from frontier.records import (
     ReportWait,
     VisitedRecord,
     dump,
+    encode_queued,
     host_pages_key,
+    peek_depth,
     pending_key,
     read_u64,
     u64,
+    visited_key,
 )
 from frontier.scope import ScopeRules, decide
 from frontier.session import PartitionSession
@@ -74,12 +78,31 @@ def receive_discovered(session: PartitionSession, message: DiscoveredUrls) -> No
 def admit_discovered(session: PartitionSession, crawl: CrawlState, message: DiscoveredUrls) -> None:
     crawl_id = crawl.crawl_id
     session.count(crawl_id, "discovered_messages_admitted")
+    if crawl.request.max_links != -1:
+        session.count(crawl_id, depth_counter("admitted", message.depth))
     rules = session.services.scope_rules(crawl)
     rank = source_rank(session, crawl_id, message.source_url)
+    part = min(message.part, _MAX_U16)
+    counts: dict[str, int] = {"discovered": len(message.urls)}
     for index, item in enumerate(message.urls):
-        ordinal = _ORDINAL.pack(rank, min(message.part, _MAX_U16), min(index, _MAX_U32))
-        admit_url(session, crawl, rules, message, item, ordinal)
+        ordinal = _ORDINAL.pack(rank, part, min(index, _MAX_U32))
+        outcome = admit_url(session, crawl, rules, message, item, ordinal)
+        counts[outcome] = counts.get(outcome, 0) + 1
+    # Counted once per message, not per URL: the same totals at a fraction of the cost.
+    queued = counts.pop(QUEUED, 0)
+    if queued:
+        counts["admitted"] = queued
+        counts["queued"] = queued
+        session.unfinished(crawl_id, message.depth, queued)
+        if crawl.request.max_links != -1:
+            session.record(crawl_id).add_waiting(message.depth, queued)
+    for name, count in counts.items():
+        session.count(crawl_id, name, count)
     crawlstate.request_budget(session, crawl)
+
+
+QUEUED = ""
+""":func:`admit_url`'s answer for a URL queued; any other answer is the counter to add one to."""
 
 
 def admit_url(
@@ -89,26 +112,25 @@ def admit_url(
     message: DiscoveredUrls,
     item: DiscoveredUrl,
     ordinal: bytes,
-) -> None:
+) -> str:
+    """Admit one URL; returns :data:`QUEUED` or the counter of why not (the caller counts)."""
     crawl_id = crawl.crawl_id
-    session.count(crawl_id, "discovered")
     canonical = canonical_url(item.url)
     if canonical is None:
-        session.count(crawl_id, "rejected_invalid")
-        return
+        return "rejected_invalid"
     host = message.host if _authority(canonical) == message.host else host_key(canonical)
     if host != message.host:
-        session.count(crawl_id, "rejected_misrouted")
-        return
+        return "rejected_misrouted"
     if crawl.status == "cancelled":
-        session.count(crawl_id, "rejected_cancelled")
-        return
+        return "rejected_cancelled"
     fingerprint = url_fingerprint(canonical)
-    visited = session.visited(crawl_id, fingerprint)
-    if visited is not None:
-        session.count(crawl_id, "duplicate")
-        _maybe_lower_depth(session, crawl, visited, fingerprint, host, message.depth, ordinal)
-        return
+    key = visited_key(crawl_id, fingerprint)
+    raw = session.visited_raw(key)
+    if raw is not None:
+        if message.depth < peek_depth(raw):
+            visited = VisitedRecord.decode(raw)
+            _maybe_lower_depth(session, crawl, visited, fingerprint, host, message.depth, ordinal)
+        return "duplicate"
     account = session.account(crawl)
     decision = decide(
         rules,
@@ -120,30 +142,30 @@ def admit_url(
         host_page_count=_host_pages(session, rules, host, crawl_id),
     )
     if decision.reason is not None:
-        session.count(crawl_id, f"rejected_{decision.reason}")
-        return
+        return f"rejected_{decision.reason}"
     signals = PrioritySignals(
         sitemap_priority=item.priority, pagerank=_pagerank(session, crawl, fingerprint)
     )
-    _enqueue_new(session, crawl, canonical, fingerprint, host, message, signals, ordinal)
+    _enqueue_new(session, crawl, canonical, key, host, message, signals, ordinal)
     if rules.max_pages_per_host != -1:
         pages = _host_pages(session, rules, host, crawl_id) + 1
         session.table(HOST_PAGES).put(host_pages_key(host, crawl_id), u64(pages))
+    return QUEUED
 
 
 def _enqueue_new(
     session: PartitionSession,
     crawl: CrawlState,
     canonical: str,
-    fingerprint: bytes,
+    visited: bytes,
     host: str,
     message: DiscoveredUrls,
     signals: PrioritySignals,
     ordinal: bytes,
 ) -> None:
-    """Queue a URL seen for the first time and record it in the crawl's visited set."""
-    crawl_id = crawl.crawl_id
-    entry = QueuedUrl(crawl_id, canonical, message.depth, redirect_hops=message.redirect_hops)
+    """Queue a URL seen for the first time and record it under its ``visited`` key; the caller
+    counts it (admitted, queued, unfinished, waiting for budget)."""
+    entry = QueuedUrl(crawl.crawl_id, canonical, message.depth, redirect_hops=message.redirect_hops)
     key = enqueue(
         session.table(QUEUE),
         host,
@@ -151,13 +173,7 @@ def _enqueue_new(
         session.next_sequence(),
         entry,
     )
-    visited = VisitedRecord(message.depth, "queued", queue_key=key.hex())
-    session.put_visited(crawl_id, fingerprint, visited)
-    session.count(crawl_id, "admitted")
-    session.count(crawl_id, "queued")
-    session.unfinished(crawl_id, message.depth, 1)
-    if crawl.request.max_links != -1:
-        session.record(crawl_id).waiting_budget += 1
+    session.put_visited_raw(visited, encode_queued(message.depth, key))
     session.queued(host)
 
 
@@ -253,6 +269,10 @@ def _maybe_lower_depth(
     )
     session.unfinished(crawl.crawl_id, visited.depth, -1)
     session.unfinished(crawl.crawl_id, depth, 1)
+    if crawl.request.max_links != -1 and not visited.charged:
+        record = session.record(crawl.crawl_id)
+        record.add_waiting(visited.depth, -1)
+        record.add_waiting(depth, 1)
     visited.depth = depth
     visited.queue_key = key.hex()
     session.put_visited(crawl.crawl_id, fingerprint, visited)
@@ -269,6 +289,7 @@ def admit_report(session: PartitionSession, report: ParseReport) -> None:
     crawl_id = report.crawl_id
     session.count(crawl_id, "reports_admitted")
     session.count(crawl_id, "discovered_messages_announced", report.discovered_messages)
+    _announce_links(session, report)
     reports = session.table(REPORTS)
     lease_key = report.lease_id.encode()
     raw = reports.get(lease_key)
@@ -282,6 +303,20 @@ def admit_report(session: PartitionSession, report: ParseReport) -> None:
     if open_lease is not None:
         lease = LeaseRecord.decode(open_lease)
         reports.put(lease_key, ReportWait(lease.crawl_id, lease.depth, early=True).encode())
+
+
+def _announce_links(session: PartitionSession, report: ParseReport) -> None:
+    """Finite budget: the report's messages count as announced one depth below its page."""
+    crawl = session.crawl_state(report.crawl_id)
+    if crawl is None or crawl.request.max_links == -1 or report.discovered_messages == 0:
+        return
+    canonical = canonical_url(report.page_url)
+    page = (
+        None if canonical is None else session.visited(crawl.crawl_id, url_fingerprint(canonical))
+    )
+    if page is not None:
+        name = depth_counter("announced", page.depth + 1)
+        session.count(crawl.crawl_id, name, report.discovered_messages)
 
 
 def record_score(session: PartitionSession, score: PageScore) -> None:

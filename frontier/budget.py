@@ -19,8 +19,31 @@ it leases. They talk through the `budget` topic (`schemas.budget`):
   does not: after a crash the ledger may answer a reused id with what an earlier incarnation asked
   for, so the account asks again and learns of exhaustion from a zero.
 
-The BFS-prefix rule, :func:`may_lease_depth`, makes the leased set of a finite-budget crawl a
-prefix of breadth-first order: with one partition it reproduces seed document 000's trace.
+Breadth-first order across partitions. :func:`may_lease_depth` keeps one partition from leasing
+depth d+1 while it has anything of depth <= d unfinished, but the budget itself must also go to the
+lowest depths of the whole crawl: a partition done with depth 1 must not spend the last units on
+depth 2 while another partition's depth-1 URLs are still travelling to it. So:
+
+- A request carries ``depth``, the partition's lowest unfinished depth, and asks only for the URLs
+  waiting for budget at that depth (the only depth it may lease). A partition whose lowest depth
+  drops below that of its unanswered request sends a new request (new id) that replaces the old
+  one at the owner; it still accepts a late grant for the replaced id.
+- The ledger has an ``open_depth`` (0 at first, never decreasing). A request of depth <=
+  ``open_depth`` is answered at once; a deeper one is *held* (one per partition). Once nothing is
+  left to grant, every held request is answered with zero.
+- The owner's tick computes from the progress view (the latest snapshot of every partition) the
+  lowest *blocking* depth: the lowest q with URLs unfinished at q (``unfinished_d<q>``) or
+  DiscoveredUrls of depth q announced but not yet admitted (``announced_d<q>`` > ``admitted_d<q>``).
+  Every depth below it is finished everywhere and nothing of it is travelling, so requests up to it
+  may be granted; with no blocking depth at all, every held request may. When that is above
+  ``open_depth`` the owner sends itself a BudgetRecheck; handling it (an input, so a redelivery
+  makes the same grants from the same ledger) raises ``open_depth`` and answers the held requests
+  it opens, lowest depth first, then in arrival order.
+
+``open_depth`` never decreases: once every depth below D is finished everywhere, nothing can add a
+URL below D (links are one deeper than their page, redirects and sitemaps as deep as theirs). The
+per-depth counters exist for finite-budget crawls only. Like done detection, ">=" tolerates a
+producer that delivered some DiscoveredUrls twice.
 
 Both classes serialise to JSON bytes for the partition's state store.
 """
@@ -28,6 +51,7 @@ Both classes serialise to JSON bytes for the partition's state store.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,6 +62,37 @@ DEFAULT_LOW_WATER = 16
 DEFAULT_CHUNK = 64
 DEFAULT_RESEND_AFTER_MS = 30_000
 REMEMBERED_REQUESTS_PER_PARTITION = 64
+REMEMBERED_REPLACED_IDS = 8
+
+
+def depth_counter(name: str, depth: int) -> str:
+    """The progress counter of ``name`` (unfinished, announced, admitted) at one depth."""
+    return f"{name}_d{depth}"
+
+
+def blocking_depth(views: Iterable[Mapping[str, int]]) -> int | None:
+    """The lowest depth with URLs unfinished or DiscoveredUrls still travelling, over the latest
+    progress counters of every partition; None when there is none."""
+    unfinished: set[int] = set()
+    announced: dict[int, int] = {}
+    admitted: dict[int, int] = {}
+    for counters in views:
+        for name, value in counters.items():
+            if "_d" not in name:
+                continue
+            base, _, depth_text = name.rpartition("_d")
+            if not depth_text.isdigit():
+                continue
+            depth = int(depth_text)
+            if base == "unfinished" and value > 0:
+                unfinished.add(depth)
+            elif base == "announced":
+                announced[depth] = announced.get(depth, 0) + value
+            elif base == "admitted":
+                admitted[depth] = admitted.get(depth, 0) + value
+    travelling = {d for d, n in announced.items() if admitted.get(d, 0) < n}
+    blocking = unfinished | travelling
+    return min(blocking) if blocking else None
 
 
 def may_lease_depth(depth: int, lowest_unfinished_depth: int | None) -> bool:
@@ -61,6 +116,11 @@ class BudgetLedger:
     granted_total: int = 0
     recent: dict[int, dict[str, int]] = field(default_factory=dict)
     """Per partition, the last answers by request id, oldest first."""
+    open_depth: int = 0
+    """Requests up to this depth are answered at once (see the module docstring)."""
+    held: list[BudgetRequest] = field(default_factory=list)
+    """Deeper requests waiting for their depth to open, at most one per partition, in arrival
+    order."""
 
     @property
     def left(self) -> int | None:
@@ -94,6 +154,36 @@ class BudgetLedger:
             request_id=request.request_id,
         )
 
+    def receive(self, request: BudgetRequest) -> list[BudgetGrant]:
+        """A request arrived: the grants to send now (none while it is held)."""
+        answers = self.recent.get(request.partition, {})
+        if request.request_id in answers:
+            return [self.grant_message(request)]
+        if any(
+            h.partition == request.partition and h.request_id == request.request_id
+            for h in self.held
+        ):
+            return []
+        self.held = [h for h in self.held if h.partition != request.partition]
+        if request.depth <= self.open_depth or self.left == 0:
+            return [self.grant_message(request), *self._refuse_held()]
+        self.held.append(request)
+        return []
+
+    def open(self, depth: int) -> list[BudgetGrant]:
+        """Every depth below ``depth`` is finished everywhere: answer the requests it opens."""
+        self.open_depth = max(self.open_depth, depth)
+        opened = sorted((h for h in self.held if h.depth <= self.open_depth), key=lambda h: h.depth)
+        self.held = [h for h in self.held if h.depth > self.open_depth]
+        return [*(self.grant_message(h) for h in opened), *self._refuse_held()]
+
+    def _refuse_held(self) -> list[BudgetGrant]:
+        """With nothing left to grant, every held request is answered (with zero)."""
+        if self.left != 0:
+            return []
+        refused, self.held = self.held, []
+        return [self.grant_message(h) for h in refused]
+
     def to_bytes(self) -> bytes:
         recent = [
             [partition, request_id, amount]
@@ -106,6 +196,8 @@ class BudgetLedger:
                 "max_links": self.max_links,
                 "granted_total": self.granted_total,
                 "recent": recent,
+                "open_depth": self.open_depth,
+                "held": [h.model_dump() for h in self.held],
             }
         )
 
@@ -120,6 +212,8 @@ class BudgetLedger:
             max_links=int(data["max_links"]),
             granted_total=int(data["granted_total"]),
             recent=recent,
+            open_depth=int(data.get("open_depth", 0)),
+            held=[BudgetRequest.model_validate(h) for h in data.get("held", [])],
         )
 
 
@@ -137,6 +231,9 @@ class BudgetAccount:
     pending_id: str | None = None
     pending_wanted: int = 0
     pending_since_ms: int = 0
+    pending_depth: int = 0
+    replaced: list[str] = field(default_factory=list)
+    """Ids of requests replaced by a shallower one: their late grants still count."""
 
     def try_consume(self, count: int = 1) -> bool:
         """Spend ``count`` units for URLs about to be leased; False (nothing spent) if short."""
@@ -148,11 +245,14 @@ class BudgetAccount:
         self.consumed += count
         return True
 
-    def wants_more(self, waiting: int, *, low_water: int = DEFAULT_LOW_WATER) -> bool:
-        """Whether to ask the owner for more, with ``waiting`` URLs of the crawl needing budget."""
+    def wants_more(
+        self, waiting: int, depth: int = 0, *, low_water: int = DEFAULT_LOW_WATER
+    ) -> bool:
+        """Whether to ask the owner for more, with ``waiting`` URLs of the crawl needing budget at
+        ``depth``: when nothing is outstanding, or only a request for a deeper depth."""
         return (
             not self.exhausted
-            and self.pending_id is None
+            and (self.pending_id is None or depth < self.pending_depth)
             and self.available < low_water
             and waiting > self.available
         )
@@ -162,16 +262,20 @@ class BudgetAccount:
         waiting: int,
         now_ms: int,
         *,
+        depth: int = 0,
         low_water: int = DEFAULT_LOW_WATER,
         chunk: int = DEFAULT_CHUNK,
     ) -> BudgetRequest | None:
         """A new request when :meth:`wants_more`, recorded as outstanding; otherwise None."""
-        if not self.wants_more(waiting, low_water=low_water):
+        if not self.wants_more(waiting, depth, low_water=low_water):
             return None
+        if self.pending_id is not None:
+            self.replaced = [*self.replaced, self.pending_id][-REMEMBERED_REPLACED_IDS:]
         self.pending_id = f"{self.partition}-{self.next_sequence}"
         self.next_sequence += 1
         self.pending_wanted = max(1, min(chunk, waiting - self.available))
         self.pending_since_ms = now_ms
+        self.pending_depth = depth
         return self._pending_request()
 
     def resend(
@@ -187,10 +291,15 @@ class BudgetAccount:
         """Add a grant for the outstanding request; returns what was added (0 for a duplicate)."""
         if grant.crawl_id != self.crawl_id or grant.partition != self.partition:
             return 0
+        if grant.request_id in self.replaced:
+            self.replaced = [r for r in self.replaced if r != grant.request_id]
+            self.available += grant.granted
+            return grant.granted
         if grant.request_id != self.pending_id:
             return 0
         self.pending_id = None
         self.pending_wanted = 0
+        self.pending_depth = 0
         if grant.granted == 0:
             self.exhausted = True
         self.available += grant.granted
@@ -204,6 +313,7 @@ class BudgetAccount:
             partition=self.partition,
             wanted=self.pending_wanted,
             request_id=self.pending_id,
+            depth=self.pending_depth,
         )
 
     def to_bytes(self) -> bytes:
@@ -223,6 +333,8 @@ class BudgetAccount:
             pending_id=None if pending is None else str(pending),
             pending_wanted=int(data["pending_wanted"]),
             pending_since_ms=int(data["pending_since_ms"]),
+            pending_depth=int(data.get("pending_depth", 0)),
+            replaced=[str(r) for r in data.get("replaced", [])],
         )
 
 

@@ -14,13 +14,15 @@ Owner side (the partition a crawl id's `seeds` and `budget` records land on):
   to active), cancel (anything but cancelled to cancelled; terminal). A command that changes nothing
   is ignored; one for a crawl the owner does not hold is dead-lettered.
 - A BudgetRequest is answered by the ledger (`frontier.budget.BudgetLedger`) with a BudgetGrant sent
-  to the requesting partition explicitly; the owner's ``budget_granted`` counter is the ledger's
-  total, so done detection can tell a spent budget.
+  to the requesting partition explicitly, or held until its depth opens; the periodic tick sends a
+  BudgetRecheck to this partition when the progress view opens a deeper depth. The owner's
+  ``budget_granted`` counter is the ledger's total, so done detection can tell a spent budget.
 - On tick the owner flips an active crawl to done when its progress view says so
   (`frontier.progress.crawl_done`).
 
 Partition side: each partition holding URLs of a finite-budget crawl keeps a BudgetAccount in its
-crawl record, asks for budget when it has uncharged URLs waiting and is below low water, applies
+crawl record, asks for budget when it has uncharged URLs waiting at its lowest unfinished depth and
+is below low water (the request names that depth), applies
 grants, and resends an unanswered request on tick.
 """
 
@@ -28,11 +30,11 @@ from __future__ import annotations
 
 import logging
 
-from frontier.budget import BudgetAccount, BudgetLedger
+from frontier.budget import BudgetAccount, BudgetLedger, blocking_depth, depth_counter
 from frontier.progress import crawl_done
 from frontier.records import LEDGER, OWNED
 from frontier.session import PartitionSession
-from schemas.budget import BudgetGrant, BudgetRequest
+from schemas.budget import BudgetGrant, BudgetRecheck, BudgetRequest
 from schemas.canonical import canonical_url, host_key
 from schemas.crawls import CrawlState, CrawlStatus, StoredCrawlRequest
 from schemas.seeds import CrawlCommand, CrawlRequest
@@ -97,6 +99,8 @@ def start_crawl(session: PartitionSession, request: CrawlRequest) -> None:
         session.produce(session.topics.urls, message.host, message)
     session.count(crawl_id, "seeds", len(request.seeds))
     session.count(crawl_id, "discovered_messages_announced", len(messages))
+    if request.max_links != -1:
+        session.count(crawl_id, depth_counter("announced", 0), len(messages))
 
 
 def seed_messages(request: CrawlRequest, now_ms: int, max_bytes: int) -> list[DiscoveredUrls]:
@@ -144,27 +148,69 @@ def apply_command(session: PartitionSession, command: CrawlCommand) -> None:
     )
 
 
-def handle_budget_message(session: PartitionSession, message: BudgetRequest | BudgetGrant) -> None:
+def handle_budget_message(
+    session: PartitionSession, message: BudgetRequest | BudgetGrant | BudgetRecheck
+) -> None:
     if isinstance(message, BudgetRequest):
         grant_budget(session, message)
+    elif isinstance(message, BudgetRecheck):
+        open_depth(session, message)
     else:
         apply_grant(session, message)
 
 
 def grant_budget(session: PartitionSession, request: BudgetRequest) -> None:
-    """Owner: answer a partition's request from the ledger, to that partition."""
-    table = session.table(LEDGER)
-    raw = table.get(request.crawl_id.encode())
-    if raw is None:
+    """Owner: answer a partition's request from the ledger, to that partition, or hold it until
+    its depth opens (`frontier.budget`)."""
+    ledger = _ledger(session, request.crawl_id)
+    if ledger is None:
         session.ctx.dead_letter(f"budget request for a crawl without ledger {request.crawl_id!r}")
         return
-    ledger = BudgetLedger.from_bytes(raw)
-    grant = ledger.grant_message(request)
-    table.put(request.crawl_id.encode(), ledger.to_bytes())
-    record = session.record(request.crawl_id)
+    _send_grants(session, ledger, ledger.receive(request))
+
+
+def open_depth(session: PartitionSession, recheck: BudgetRecheck) -> None:
+    """Owner: every depth below the recheck's is finished everywhere; answer what it opens."""
+    ledger = _ledger(session, recheck.crawl_id)
+    if ledger is not None:
+        _send_grants(session, ledger, ledger.open(recheck.open_depth))
+
+
+def _ledger(session: PartitionSession, crawl_id: str) -> BudgetLedger | None:
+    raw = session.table(LEDGER).get(crawl_id.encode())
+    return None if raw is None else BudgetLedger.from_bytes(raw)
+
+
+def _send_grants(
+    session: PartitionSession, ledger: BudgetLedger, grants: list[BudgetGrant]
+) -> None:
+    crawl_id = ledger.crawl_id
+    session.table(LEDGER).put(crawl_id.encode(), ledger.to_bytes())
+    record = session.record(crawl_id)
     record.counters["budget_granted"] = ledger.granted_total
-    session.changed(request.crawl_id)
-    session.produce(session.topics.budget, request.crawl_id, grant, partition=request.partition)
+    session.changed(crawl_id)
+    for grant in grants:
+        session.produce(session.topics.budget, crawl_id, grant, partition=grant.partition)
+
+
+def recheck_held_budget(session: PartitionSession) -> None:
+    """Owner tick: for each ledger holding requests, open what the progress view allows, by a
+    BudgetRecheck to this partition (an input, so its grants are redelivery-safe)."""
+    for _, raw in list(session.table(LEDGER).scan()):
+        ledger = BudgetLedger.from_bytes(raw)
+        if not ledger.held:
+            continue
+        state = session.crawl_state(ledger.crawl_id)
+        if state is None or state.status in ("done", "cancelled"):
+            continue  # nothing more is leased: the held requests need no answer
+        snapshots = session.services.progress.snapshots(ledger.crawl_id)
+        blocking = blocking_depth(history[-1].counters for history in snapshots.values() if history)
+        depth = max(h.depth for h in ledger.held) if blocking is None else blocking
+        if depth > ledger.open_depth:
+            recheck = BudgetRecheck(crawl_id=ledger.crawl_id, open_depth=depth)
+            session.produce(
+                session.topics.budget, ledger.crawl_id, recheck, partition=session.partition
+            )
 
 
 def apply_grant(session: PartitionSession, grant: BudgetGrant) -> None:
@@ -190,9 +236,14 @@ def request_budget(session: PartitionSession, crawl: CrawlState) -> None:
     if account is None:
         return
     config = session.config
+    record = session.record(crawl.crawl_id)
+    depth = record.lowest_unfinished()
+    if depth is None:
+        return
     request = account.request(
-        session.record(crawl.crawl_id).waiting_budget,
+        record.waiting_at(depth),
         session.now_ms,
+        depth=depth,
         low_water=config.budget_low_water,
         chunk=config.budget_chunk,
     )

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Literal
 
 from frontier.admission import fresh_ordinal, priority_bytes
+from frontier.budget import depth_counter
 from frontier.priority import PrioritySignals
 from frontier.queues import QueuedUrl, enqueue
 from frontier.records import (
@@ -199,6 +200,8 @@ def _redirect(
     session.produce(session.topics.urls, message.host, message)
     session.count(lease.crawl_id, "redirects")
     session.count(lease.crawl_id, "discovered_messages_announced")
+    if crawl.request.max_links != -1:
+        session.count(lease.crawl_id, depth_counter("announced", lease.depth))
 
 
 def _emit_sitemaps(
@@ -220,6 +223,8 @@ def _emit_sitemaps(
         )
         session.produce(session.topics.urls, host, message)
         session.count(lease.crawl_id, "discovered_messages_announced")
+        if crawl.request.max_links != -1:
+            session.count(lease.crawl_id, depth_counter("announced", lease.depth))
 
 
 def _retry(

@@ -11,7 +11,9 @@ retries waiting for their backoff), ``recrawl_scheduled`` (gauge), ``leases``, `
 ``unchanged``, ``failed``, ``retried``, ``dead``, ``expired``, ``redirects``, ``dropped_cancelled``,
 ``outcomes_ignored``, ``reports_expected``, ``reports_admitted``, ``discovered_messages_announced``,
 ``discovered_messages_admitted``, ``seeds``; on the owner ``budget_granted`` (the ledger's total);
-and, for finite-budget crawls, ``budget_available`` and ``budget_consumed`` from the account.
+and, for finite-budget crawls, ``budget_available`` and ``budget_consumed`` from the account, and
+per depth q ``unfinished_d<q>`` (gauge), ``announced_d<q>`` and ``admitted_d<q>`` (DiscoveredUrls
+messages), which order the budget's grants (`frontier.budget`).
 
 :func:`crawl_done` is pure. A crawl is done when the latest two snapshots of every partition that
 reported on it (the owner's included) are both *settled*: nothing leased, waiting for a retry or
@@ -29,6 +31,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 
+from frontier.budget import depth_counter
 from frontier.records import CRAWL, CrawlRecord
 from frontier.session import PartitionSession
 from schemas.progress import PartitionProgress
@@ -116,6 +119,8 @@ def snapshot_counters(
     if record.account is not None:
         counters["budget_available"] = record.account.available
         counters["budget_consumed"] = record.account.consumed
+        for depth, count in record.unfinished.items():
+            counters[depth_counter("unfinished", int(depth))] = count
     return counters
 
 

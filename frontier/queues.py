@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import heapq
 import json
+import struct
 from dataclasses import dataclass
 
 from streamcrawl.state import Table
 
 SEPARATOR = b"\x00"
 SEQUENCE_BYTES = 8
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
-_string = json.encoder.encode_basestring_ascii
 
 
 def queue_key(host: str, priority: bytes, sequence: int) -> bytes:
@@ -53,28 +52,53 @@ class QueuedUrl:
     content_hash: str | None = None
 
     def encode(self) -> bytes:
-        """Compact JSON without the optional fields left at their defaults (one per URL)."""
-        text = (
-            f'{{"crawl_id":{_string(self.crawl_id)},"url":{_string(self.url)},"depth":{self.depth}'
-        )
-        if (
-            self.redirect_hops
-            or self.attempts
-            or self.etag
-            or self.last_modified
-            or self.content_hash
-        ):
-            data = {
-                name: self.__dict__[name]
-                for name in ("redirect_hops", "attempts", "etag", "last_modified", "content_hash")
-                if self.__dict__[name]
-            }
-            return (text + "," + _ENCODER.encode(data)[1:]).encode()
-        return (text + "}").encode()
+        """The binary entry (see :data:`_ENTRY_HEAD`): one is written per queued URL."""
+        head = _ENTRY_HEAD.pack(_BINARY, self.depth, self.redirect_hops, self.attempts)
+        strings = (self.crawl_id.encode(), self.url.encode())
+        optional = (self.etag, self.last_modified, self.content_hash)
+        if all(value is None for value in optional):
+            return head + _field(strings[0]) + _field(strings[1]) + _NO_VALIDATORS
+        fields = [*strings, *(None if value is None else value.encode() for value in optional)]
+        return head + b"".join(_field(value) for value in fields)
 
     @classmethod
     def decode(cls, raw: bytes) -> QueuedUrl:
-        return cls(**json.loads(raw))
+        if raw[:1] != _BINARY_BYTE:
+            return cls(**json.loads(raw))  # written as JSON by an earlier version
+        _, depth, redirect_hops, attempts = _ENTRY_HEAD.unpack_from(raw)
+        offset = _ENTRY_HEAD.size
+        values: list[str | None] = []
+        for _ in range(5):
+            (length,) = _LENGTH.unpack_from(raw, offset)
+            offset += _LENGTH.size
+            if length == _ABSENT:
+                values.append(None)
+            else:
+                values.append(raw[offset : offset + length].decode())
+                offset += length
+        crawl_id, url, etag, last_modified, content_hash = values
+        if crawl_id is None or url is None:
+            raise ValueError("a queue entry without crawl id or URL")
+        return cls(crawl_id, url, depth, redirect_hops, attempts, etag, last_modified, content_hash)
+
+
+_BINARY = 1
+_BINARY_BYTE = bytes([_BINARY])
+_ENTRY_HEAD = struct.Struct(">BIHH")
+"""version 1, depth, redirect hops, attempts; then crawl_id, url, etag, last_modified and
+content_hash, each a u16 length (0xFFFF: absent) and its UTF-8 bytes. A JSON entry (first byte
+``{``) from an earlier version still decodes."""
+_LENGTH = struct.Struct(">H")
+_ABSENT = 0xFFFF
+_NO_VALIDATORS = _LENGTH.pack(_ABSENT) * 3
+
+
+def _field(value: bytes | None) -> bytes:
+    if value is None:
+        return _LENGTH.pack(_ABSENT)
+    if len(value) >= _ABSENT:
+        raise ValueError(f"a queue entry field of {len(value)} bytes is too long")
+    return _LENGTH.pack(len(value)) + value
 
 
 def enqueue(table: Table, host: str, priority: bytes, sequence: int, entry: QueuedUrl) -> bytes:

@@ -10,7 +10,7 @@ not there, a host's slot taken by no lease. Left alone, such a crawl never looks
 So on every opening the gauges are counted again, in one pass over each table that holds them:
 
 - `visited`: a ``queued`` URL counts in ``queued``, in ``unfinished`` at its depth and, when not
-  yet charged to a finite budget, in ``waiting_budget``;
+  yet charged to a finite budget, per depth, in ``waiting_budget``;
 - `leases`: each open lease counts in ``leased``, in ``unfinished`` at its depth and in its host's
   ``in_flight``;
 - `delayed`: a retry counts in ``delayed`` and in ``unfinished`` at its depth, a recrawl in
@@ -49,7 +49,7 @@ class CrawlGauges:
 
     counters: Counter[str] = field(default_factory=Counter)
     unfinished: Counter[int] = field(default_factory=Counter)
-    waiting_budget: int = 0
+    waiting_budget: Counter[int] = field(default_factory=Counter)
 
 
 def count_gauges(session: PartitionSession) -> tuple[dict[str, CrawlGauges], Counter[str]]:
@@ -70,7 +70,7 @@ def count_gauges(session: PartitionSession) -> tuple[dict[str, CrawlGauges], Cou
         crawl.counters["queued"] += 1
         crawl.unfinished[visited.depth] += 1
         if not visited.charged:
-            crawl.waiting_budget += 1
+            crawl.waiting_budget[visited.depth] += 1
     in_flight: Counter[str] = Counter()
     for _, raw in session.table(LEASES).scan():
         lease = LeaseRecord.decode(raw)
@@ -103,7 +103,11 @@ def reconcile(session: PartitionSession) -> int:
         record = session.record(crawl_id)
         counters = {name: gauges.counters.get(name, 0) for name in GAUGES}
         unfinished = {str(depth): n for depth, n in sorted(gauges.unfinished.items()) if n > 0}
-        waiting = gauges.waiting_budget if record.account is not None else record.waiting_budget
+        waiting = (
+            {str(depth): n for depth, n in sorted(gauges.waiting_budget.items()) if n > 0}
+            if record.account is not None
+            else record.waiting_budget
+        )
         stale = any(record.counters.get(name, 0) != value for name, value in counters.items())
         if stale or record.unfinished != unfinished or record.waiting_budget != waiting:
             for name, value in counters.items():

@@ -161,41 +161,91 @@ class VisitedRecord:
     charged: bool = False
 
     def encode(self) -> bytes:
-        """Compact JSON without the fields at their defaults (one is written per admitted URL)."""
-        if (
-            self.lease_id is None
-            and not self.attempts
-            and self.etag is None
-            and self.last_modified is None
-            and self.content_hash is None
-            and self.rank is None
-            and not self.charged
-            and self.queue_key is not None
-        ):  # a URL just queued: most records, written without the general encoder
-            text = f'{{"depth":{self.depth},"state":"{self.state}","queue_key":"{self.queue_key}"}}'
-            return text.encode()
-        data: dict[str, Any] = {"depth": self.depth, "state": self.state}
-        if self.queue_key is not None:
-            data["queue_key"] = self.queue_key
-        if self.lease_id is not None:
-            data["lease_id"] = self.lease_id
-        if self.attempts:
-            data["attempts"] = self.attempts
-        if self.etag is not None:
-            data["etag"] = self.etag
-        if self.last_modified is not None:
-            data["last_modified"] = self.last_modified
-        if self.content_hash is not None:
-            data["content_hash"] = self.content_hash
-        if self.rank is not None:
-            data["rank"] = self.rank
-        if self.charged:
-            data["charged"] = True
-        return dump(data)
+        """The binary record (see :data:`_VISITED_HEAD`): one is written per admitted URL."""
+        flags = (1 if self.charged else 0) | (0 if self.rank is None else 2)
+        head = _VISITED_HEAD.pack(
+            _BINARY, self.depth, _STATE_CODES[self.state], flags, self.attempts, self.rank or 0
+        )
+        queue_key = None if self.queue_key is None else bytes.fromhex(self.queue_key)
+        optional = (self.lease_id, self.etag, self.last_modified, self.content_hash)
+        if all(value is None for value in optional):
+            return head + _field(queue_key) + _NO_STRINGS
+        return (
+            head
+            + _field(queue_key)
+            + b"".join(_field(None if value is None else value.encode()) for value in optional)
+        )
 
     @classmethod
     def decode(cls, raw: bytes) -> VisitedRecord:
-        return _load(cls, raw)
+        if raw[:1] != _BINARY_BYTE:
+            return _load(cls, raw)  # written as JSON by an earlier version
+        _, depth, state, flags, attempts, rank = _VISITED_HEAD.unpack_from(raw)
+        offset = _VISITED_HEAD.size
+        values: list[bytes | None] = []
+        for _ in range(5):
+            (length,) = _LENGTH.unpack_from(raw, offset)
+            offset += _LENGTH.size
+            if length == _ABSENT:
+                values.append(None)
+            else:
+                values.append(raw[offset : offset + length])
+                offset += length
+        queue_key, lease_id, etag, last_modified, content_hash = values
+        return cls(
+            depth,
+            _STATES[state],
+            None if queue_key is None else queue_key.hex(),
+            _text(lease_id),
+            attempts,
+            _text(etag),
+            _text(last_modified),
+            _text(content_hash),
+            rank if flags & 2 else None,
+            bool(flags & 1),
+        )
+
+
+def encode_queued(depth: int, queue_key: bytes) -> bytes:
+    """``VisitedRecord(depth, "queued", queue_key=queue_key.hex()).encode()``, without the
+    record: the record of every URL admitted."""
+    return _QUEUED_HEAD.pack(_BINARY, depth, _STATE_CODES["queued"], 0, 0, 0, len(queue_key)) + (
+        queue_key + _NO_STRINGS
+    )
+
+
+def peek_depth(raw: bytes) -> int:
+    """The depth of an encoded visited record, without decoding the rest (duplicates need only
+    that: a URL found again is moved only when found at a lower depth)."""
+    if raw[:1] == _BINARY_BYTE:
+        return int.from_bytes(raw[1:5], "big")
+    return int(json.loads(raw)["depth"])
+
+
+_BINARY = 1
+_BINARY_BYTE = bytes([_BINARY])
+_VISITED_HEAD = struct.Struct(">BIBBHQ")
+"""version 1, depth, state code, flags (1 charged, 2 rank present), attempts, rank; then queue_key
+(raw bytes), lease_id, etag, last_modified and content_hash, each a u16 length (0xFFFF: absent)
+and its bytes. A JSON record (first byte ``{``) from an earlier version still decodes."""
+_QUEUED_HEAD = struct.Struct(">BIBBHQH")
+_LENGTH = struct.Struct(">H")
+_ABSENT = 0xFFFF
+_NO_STRINGS = _LENGTH.pack(_ABSENT) * 4
+_STATES: tuple[UrlState, ...] = ("queued", "leased", "done", "dead", "waiting")
+_STATE_CODES: dict[str, int] = {state: code for code, state in enumerate(_STATES)}
+
+
+def _field(value: bytes | None) -> bytes:
+    if value is None:
+        return _LENGTH.pack(_ABSENT)
+    if len(value) >= _ABSENT:
+        raise ValueError(f"a visited record field of {len(value)} bytes is too long")
+    return _LENGTH.pack(len(value)) + value
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode()
 
 
 @dataclass(frozen=True)
@@ -294,15 +344,16 @@ class CrawlRecord:
 
     ``counters`` are cumulative counts and gauges (`frontier.progress` names them). ``unfinished``
     counts, per depth, URLs queued, leased or waiting for a retry plus pages awaiting their
-    ParseReport: the BFS-prefix rule leases only the lowest such depth. ``waiting_budget`` counts
-    queued URLs not yet charged to the budget. ``account`` exists for finite-budget crawls.
+    ParseReport: the BFS-prefix rule leases only the lowest such depth. ``waiting_budget`` counts,
+    per depth, queued URLs not yet charged to the budget. ``account`` exists for finite-budget
+    crawls.
     ``snapshot``, ``published_at`` and ``dirty`` drive progress publication.
     """
 
     crawl_id: str
     counters: dict[str, int] = field(default_factory=dict)
     unfinished: dict[str, int] = field(default_factory=dict)
-    waiting_budget: int = 0
+    waiting_budget: dict[str, int] = field(default_factory=dict)
     account: BudgetAccount | None = None
     snapshot: int = 0
     published_at: int = 0
@@ -320,6 +371,17 @@ class CrawlRecord:
             return False
         self.unfinished.pop(str(depth), None)
         return delta < 0
+
+    def add_waiting(self, depth: int, delta: int) -> None:
+        """Change the count of queued URLs waiting for budget at ``depth``."""
+        left = self.waiting_budget.get(str(depth), 0) + delta
+        if left > 0:
+            self.waiting_budget[str(depth)] = left
+        else:
+            self.waiting_budget.pop(str(depth), None)
+
+    def waiting_at(self, depth: int) -> int:
+        return self.waiting_budget.get(str(depth), 0)
 
     def encode(self) -> bytes:
         data = asdict(self)

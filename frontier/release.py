@@ -108,7 +108,7 @@ def _may_lease(
         crawlstate.request_budget(session, crawl)
         return False
     visited.charged = True
-    record.waiting_budget -= 1
+    record.add_waiting(entry.depth, -1)
     session.changed(crawl.crawl_id)
     crawlstate.request_budget(session, crawl)
     return True
@@ -179,7 +179,7 @@ def drop(session: PartitionSession, key: bytes, entry: QueuedUrl) -> None:
     if visited is not None:
         record = session.record(entry.crawl_id)
         if record.account is not None and not visited.charged:
-            record.waiting_budget -= 1
+            record.add_waiting(entry.depth, -1)
         visited.state = "dead"
         session.put_visited(entry.crawl_id, fingerprint, visited)
     session.count(entry.crawl_id, "queued", -1)

@@ -244,18 +244,23 @@ class PartitionSession:
         return state
 
     def visited(self, crawl_id: str, fingerprint: bytes) -> VisitedRecord | None:
-        key = visited_key(crawl_id, fingerprint)
-        if not self.memory.seen.might_contain(key):
-            return None  # definitely never seen: no RocksDB read
-        raw = self.table(VISITED).get(key)
+        raw = self.visited_raw(visited_key(crawl_id, fingerprint))
         return None if raw is None else VisitedRecord.decode(raw)
 
+    def visited_raw(self, key: bytes) -> bytes | None:
+        """The encoded visited record under ``key`` (`frontier.records.visited_key`), or None."""
+        if not self.memory.seen.might_contain(key):
+            return None  # definitely never seen: no RocksDB read
+        return self.table(VISITED).get(key)
+
     def put_visited(self, crawl_id: str, fingerprint: bytes, record: VisitedRecord) -> None:
-        key = visited_key(crawl_id, fingerprint)
+        self.put_visited_raw(visited_key(crawl_id, fingerprint), record.encode())
+
+    def put_visited_raw(self, key: bytes, encoded: bytes) -> None:
         # Added at once, not in finish(): if this call fails, the key is a false positive, which
         # only costs a RocksDB read later.
         self.memory.seen.add(key)
-        self.table(VISITED).put(key, record.encode())
+        self.table(VISITED).put(key, encoded)
 
     def next_sequence(self) -> int:
         """The partition's arrival counter: queue order, delayed keys and lease ranks share it."""

@@ -93,6 +93,8 @@ def has_repeated_segments(
 ) -> bool:
     """True when a segment occurs too often or a run of segments repeats back to back too often."""
     named = [segment for segment in segments if segment]
+    if len(set(named)) == len(named):
+        return False  # no segment occurs twice, so none and no run repeats: most URLs
     counts: dict[str, int] = {}
     for segment in named:
         counts[segment] = counts.get(segment, 0) + 1

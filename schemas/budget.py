@@ -3,6 +3,9 @@
 A partition that wants to lease more URLs of a finite-budget crawl sends a BudgetRequest to the
 crawl's owner; the owner answers with a BudgetGrant addressed to that partition. The owner never
 grants more in total than max_links, which makes max_links a hard cap whatever the partition count.
+A request names the depth it wants budget for, and the owner answers requests deeper than its open
+depth only once a BudgetRecheck it sent to itself opens that depth (`frontier.budget`), so the
+budget is spent in breadth-first order across partitions.
 Key: crawl id, so requests reach the owner (the owner of the crawl id's `seeds` partition holds the
 same partition number here). Producers and consumers: the frontier.
 """
@@ -29,6 +32,8 @@ class BudgetRequest(InternalModel):
     partition: int
     wanted: Annotated[int, Field(ge=1)]
     request_id: str
+    depth: Annotated[int, Field(ge=0)] = 0
+    """The depth of the URLs the budget is for: the partition's lowest unfinished depth."""
 
 
 class BudgetGrant(InternalModel):
@@ -39,5 +44,17 @@ class BudgetGrant(InternalModel):
     request_id: str
 
 
-BudgetMessage = Annotated[BudgetRequest | BudgetGrant, Field(discriminator="kind")]
-BUDGET_MESSAGE: TypeAdapter[BudgetRequest | BudgetGrant] = TypeAdapter(BudgetMessage)
+class BudgetRecheck(InternalModel):
+    """The owner to itself: every depth below ``open_depth`` is finished on every partition, so
+    requests up to ``open_depth`` may be granted. An input rather than a tick decision, so a
+    redelivered recheck makes the same grants from the same ledger."""
+
+    kind: Literal["budget_recheck"] = "budget_recheck"
+    crawl_id: str
+    open_depth: Annotated[int, Field(ge=0)]
+
+
+BudgetMessage = Annotated[BudgetRequest | BudgetGrant | BudgetRecheck, Field(discriminator="kind")]
+BUDGET_MESSAGE: TypeAdapter[BudgetRequest | BudgetGrant | BudgetRecheck] = TypeAdapter(
+    BudgetMessage
+)

@@ -75,6 +75,8 @@ class Simulation:
     """Answer fetch requests with the fake fetcher; False leaves them in `held_fetches`."""
     registry: CollectorRegistry | None = None
     """Where the handlers' metrics go; None: one registry of the simulation's own."""
+    blocked: set[tuple[str, int]] = field(default_factory=set)
+    """(topic, partition) FIFOs that deliver nothing until removed: a slow or stalled partition."""
 
     def __post_init__(self) -> None:
         self.clock = FakeClock()
@@ -170,7 +172,7 @@ class Simulation:
         return sorted(
             key
             for key, queue in self.queues.items()
-            if queue and (wanted is None or key[0] in wanted)
+            if queue and key not in self.blocked and (wanted is None or key[0] in wanted)
         )
 
     def step(self, topics: Iterable[str] | None = None) -> bool:

@@ -12,6 +12,7 @@ from frontier.budget import (
     REMEMBERED_REQUESTS_PER_PARTITION,
     BudgetAccount,
     BudgetLedger,
+    blocking_depth,
     may_lease_depth,
 )
 from schemas.budget import BudgetGrant, BudgetRequest
@@ -224,3 +225,62 @@ def test_random_partition_loads_are_reproducible_with_a_seeded_rng() -> None:
             account.apply(ledger.grant_message(sent))
         account.try_consume(rng.randrange(0, 10))
     assert sum(a.available + a.consumed for a in accounts) == ledger.granted_total <= 1000
+
+
+def deep(partition: int, request_id: str, wanted: int, depth: int) -> BudgetRequest:
+    return BudgetRequest(
+        crawl_id="c", partition=partition, wanted=wanted, request_id=request_id, depth=depth
+    )
+
+
+def test_deeper_requests_wait_until_their_depth_opens_then_lowest_depth_first() -> None:
+    ledger = BudgetLedger("c", max_links=5)
+    assert [g.granted for g in ledger.receive(deep(0, "0-0", 1, depth=0))] == [1]
+    assert ledger.receive(deep(0, "0-1", 3, depth=2)) == []  # held: depth 1 is not finished
+    assert ledger.receive(deep(1, "1-0", 2, depth=1)) == []
+    assert ledger.receive(deep(1, "1-0", 2, depth=1)) == []  # a resend while held: still held
+    grants = ledger.open(1)
+    assert [(g.partition, g.granted) for g in grants] == [(1, 2)]
+    assert [h.request_id for h in ledger.held] == ["0-1"]
+    restored = BudgetLedger.from_bytes(ledger.to_bytes())
+    assert restored == ledger
+    assert [(g.partition, g.granted) for g in restored.open(2)] == [(0, 2)]
+    assert restored.left == 0 and not restored.held
+    assert [g.granted for g in restored.receive(deep(1, "1-1", 1, depth=3))] == [0]  # spent
+
+
+def test_a_newer_request_replaces_the_partitions_held_one_and_spending_refuses_the_rest() -> None:
+    ledger = BudgetLedger("c", max_links=2)
+    assert ledger.receive(deep(0, "0-0", 4, depth=2)) == []
+    assert ledger.receive(deep(2, "2-0", 1, depth=3)) == []
+    assert ledger.receive(deep(0, "0-1", 2, depth=1)) == []  # replaces 0-0
+    assert [h.request_id for h in ledger.held] == ["2-0", "0-1"]
+    grants = ledger.open(1)
+    assert [(g.request_id, g.granted) for g in grants] == [("0-1", 2), ("2-0", 0)]
+    assert not ledger.held
+
+
+def test_an_account_replaces_a_deeper_request_and_keeps_its_late_grant() -> None:
+    account = BudgetAccount("c", partition=0)
+    first = account.request(waiting=3, now_ms=0, depth=2)
+    assert first is not None and first.depth == 2
+    assert account.request(waiting=3, now_ms=0, depth=2) is None  # one outstanding per depth
+    second = account.request(waiting=1, now_ms=0, depth=1)
+    assert second is not None and second.depth == 1 and second.request_id != first.request_id
+    late = BudgetGrant(crawl_id="c", partition=0, granted=2, request_id=first.request_id)
+    assert account.apply(late) == 2
+    assert account.apply(late) == 0  # counted once
+    assert account.pending_id == second.request_id
+    assert BudgetAccount.from_bytes(account.to_bytes()) == account
+
+
+def test_the_blocking_depth_of_a_progress_view() -> None:
+    assert blocking_depth([]) is None
+    assert blocking_depth([{"announced_d0": 1, "admitted_d0": 1}]) is None
+    view = [
+        {"announced_d0": 1, "admitted_d0": 1, "announced_d1": 2, "admitted_d1": 1},
+        {"unfinished_d2": 3, "admitted_d1": 0, "queued": 9},
+    ]
+    assert blocking_depth(view) == 1
+    view[1]["admitted_d1"] = 1
+    assert blocking_depth(view) == 2

@@ -103,7 +103,9 @@ def test_state_survives_closing_and_reopening_partitions_mid_crawl(tmp_path: Pat
     sim = Simulation(tmp_path, partitions=6, site=SITE, seed=3)
     sim.start(seed_request(5))
     while len(sim.fetches) < 2:
-        sim.step()
+        if not sim.step():  # depth 1's budget waits for the progress view (frontier.budget)
+            sim.clock.advance_ms(1_000)
+            sim.tick_all()
     assert 1 < len(sim.fetches) < 5
     for partition in range(6):
         sim.restart(partition)

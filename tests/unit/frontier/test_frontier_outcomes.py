@@ -191,7 +191,7 @@ def test_a_report_before_its_outcome_does_not_hold_the_depth(tmp_path: Path) -> 
     sim.fetch(seed)
     sim.run([sim.topics.urls])  # links and report first: depth 1 waits for the lease of depth 0
     assert len(sim.fetches) == 1
-    sim.run()
+    sim.settle(until=lambda: len(sim.fetches) == 2)  # depth 1's budget waits for progress
     assert [request.url for request in sim.fetches] == [f"{A}/", f"{A}/1"]
     record = sim.record("early", 0)
     assert record is not None

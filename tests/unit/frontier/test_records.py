@@ -1,0 +1,69 @@
+"""The binary visited record: every field round-trips, the admission shortcut and the depth peek
+agree with the record, and a JSON record of an earlier version still decodes."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from frontier.queues import QueuedUrl
+from frontier.records import VisitedRecord, encode_queued, peek_depth
+
+texts = st.none() | st.text(max_size=40)
+records = st.builds(
+    VisitedRecord,
+    depth=st.integers(0, 2**32 - 1),
+    state=st.sampled_from(["queued", "leased", "done", "dead", "waiting"]),
+    queue_key=st.none() | st.binary(max_size=300).map(bytes.hex),
+    lease_id=texts,
+    attempts=st.integers(0, 2**16 - 1),
+    etag=texts,
+    last_modified=texts,
+    content_hash=texts,
+    rank=st.none() | st.integers(0, 2**64 - 1),
+    charged=st.booleans(),
+)
+
+
+@given(records)
+def test_a_visited_record_round_trips(record: VisitedRecord) -> None:
+    raw = record.encode()
+    assert VisitedRecord.decode(raw) == record
+    assert peek_depth(raw) == record.depth
+
+
+@given(st.integers(0, 2**32 - 1), st.binary(min_size=1, max_size=300))
+def test_the_admission_shortcut_writes_the_same_bytes(depth: int, key: bytes) -> None:
+    record = VisitedRecord(depth, "queued", queue_key=key.hex())
+    assert encode_queued(depth, key) == record.encode()
+
+
+def test_a_json_record_of_an_earlier_version_still_decodes() -> None:
+    raw = b'{"depth":2,"state":"leased","queue_key":"00ff","lease_id":"l","rank":5,"charged":true}'
+    assert VisitedRecord.decode(raw) == VisitedRecord(
+        2, "leased", queue_key="00ff", lease_id="l", rank=5, charged=True
+    )
+    assert peek_depth(raw) == 2
+
+
+entries = st.builds(
+    QueuedUrl,
+    crawl_id=st.text(min_size=1, max_size=40),
+    url=st.text(max_size=200),
+    depth=st.integers(0, 2**32 - 1),
+    redirect_hops=st.integers(0, 2**16 - 1),
+    attempts=st.integers(0, 2**16 - 1),
+    etag=texts,
+    last_modified=texts,
+    content_hash=texts,
+)
+
+
+@given(entries)
+def test_a_queue_entry_round_trips(entry: QueuedUrl) -> None:
+    assert QueuedUrl.decode(entry.encode()) == entry
+
+
+def test_a_json_queue_entry_of_an_earlier_version_still_decodes() -> None:
+    raw = b'{"crawl_id":"c","url":"https://a.example/","depth":1,"attempts":2,"etag":"e"}'
+    assert QueuedUrl.decode(raw) == QueuedUrl("c", "https://a.example/", 1, attempts=2, etag="e")
