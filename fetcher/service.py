@@ -8,8 +8,6 @@ local site: private and loopback addresses are refused otherwise).
 
 from __future__ import annotations
 
-import gc
-
 from fetcher.dispatcher import Dispatcher, FetchTopics
 from fetcher.handler import FetcherHandler
 from fetcher.settings import FetcherSettings
@@ -20,22 +18,6 @@ from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
 from streamcrawl.spec import Input
 from streamcrawl.topics import topic_name
-
-GC_THRESHOLDS = (20_000, 20, 20)
-"""Young-generation collections every 20,000 net allocations instead of 700. One fetch allocates
-thousands of short-lived containers (aiohttp's request and response objects, pydantic's output),
-almost all freed by reference counting, yet at the defaults the collector ran every few pages and,
-with thousands of read-ahead requests alive, took about a fifth of the dispatcher's CPU
-(tests/bench/bench_fetcher.py: 540 against 417 us per page, under load). Cycles are still
-collected, in larger batches."""
-
-
-def settle_heap() -> None:
-    """After start-up: move everything alive now (modules, schemas, the session) out of the
-    collector's sight for good (``gc.freeze``) and collect in larger batches (GC_THRESHOLDS)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 class FetcherServiceSettings(Settings):
@@ -56,7 +38,6 @@ def main() -> int:
     )
     dispatcher = Dispatcher(settings.fetcher, topics, SystemClock())
     dispatcher.start()
-    settle_heap()
     spec = service_spec(
         settings, "fetcher", (Input(topic_name(settings, fetch.TOPIC), decode_request),)
     )

@@ -26,7 +26,6 @@ from linkgraph.api import GraphApi
 from linkgraph.exceptions import PartitionMismatchError
 from linkgraph.export import write_export
 from linkgraph.handler import LinkGraphHandler, LinkGraphTopics
-from linkgraph.heap import settle_heap
 from linkgraph.pagerank import RankParameters
 from linkgraph.publisher import ScorePublisher
 from linkgraph.ranker import LinkReader, Ranker, RankerConfig
@@ -209,5 +208,4 @@ def main() -> int:
             tables=handler.tables(),
             co_partitioned=True,
         )
-        settle_heap()
         return run_service(spec, handler, settings, api_address=api_address)

@@ -19,6 +19,7 @@ from schemas import deadletter, members
 from schemas.registry import changelog_topic
 from streamcrawl.crashpoints import CrashPoints
 from streamcrawl.handler import Handler
+from streamcrawl.heap import settle_heap
 from streamcrawl.kafka import KafkaProducer, consumer_config, table_consumer_config
 from streamcrawl.logs import configure_logging
 from streamcrawl.loop import ServiceLoop
@@ -140,6 +141,7 @@ def run_service(
             if on_ready is not None:
                 on_ready(loop)
 
+    settle_heap()
     try:
         loop.run(on_cycle=on_cycle, before_close=membership.leave)
     finally:

@@ -18,7 +18,7 @@ result is a table. Not a test: nothing asserts a duration.
    of its own for every request. Rounds interleave the variants; a variant's figure is the
    median of its per-round ratios to the same round's baseline (the machine is shared, so a round's
    conditions hold for all of its variants, not across rounds). GC: the dispatcher runs under the
-   service's collector settings (`fetcher.service.settle_heap`), the baseline under the
+   service's collector settings (`streamcrawl.heap.settle_heap`), the baseline under the
    interpreter's defaults and once more under the service's. Target:
    dispatcher (all at once) / baseline >= 0.7.
 2. Politeness accuracy. ``POLITE_HOSTS`` servers record each request's arrival; every request asks
@@ -73,13 +73,14 @@ from fetcher.dispatcher import Dispatcher, FetchTopics
 from fetcher.http import FetchLimits, fetch, open_session
 from fetcher.politeness import Grant, Politeness, PolitenessSettings
 from fetcher.results import FetchTarget
-from fetcher.service import decode_request, settle_heap
+from fetcher.service import decode_request
 from fetcher.settings import FetcherSettings
 from schemas.fetch import FetchRequest
 from schemas.pages import MAX_BODY_BYTES
 from schemas.serde import encode
 from streamcrawl.clock import SystemClock
 from streamcrawl.handler import Deferred
+from streamcrawl.heap import settle_heap
 from tests.unit.fetcher.bombs import MIB, zlib_bomb, zstd_bomb
 from tests.unit.fetcher.servers import RawHandler, app_server, raw_server, response_head
 
@@ -559,7 +560,7 @@ def throughput_settings(concurrency: int, read_ahead: int) -> FetcherSettings:
 
 @contextlib.contextmanager
 def service_heap() -> Iterator[None]:
-    """The fetcher service's collector settings (`fetcher.service.settle_heap`: what is alive now
+    """The fetcher service's collector settings (`streamcrawl.heap.settle_heap`: what is alive now
     frozen, larger batches) for the block; the interpreter's defaults again after it."""
     thresholds = gc.get_threshold()
     settle_heap()
@@ -1147,7 +1148,7 @@ def report_throughput(result: Throughput) -> list[str]:
             f"Dispatcher settings: min_delay_s 0, latency_factor 0, per-host and global "
             f"concurrency {result.concurrency}, read_ahead = requests, robots.txt on (404); "
             f"host names: FetchRequest.host labels, URLs on the same {HOSTS} servers; GC as the "
-            f"service sets it (fetcher.service.settle_heap) unless the row says otherwise"
+            f"service sets it (streamcrawl.heap.settle_heap) unless the row says otherwise"
         ),
     ]
 

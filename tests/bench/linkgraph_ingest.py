@@ -30,9 +30,9 @@ from pathlib import Path
 from rocksdict import Rdict, WriteBatch
 
 from linkgraph.handler import LinkGraphHandler, LinkGraphTopics, decode_in_link
-from linkgraph.heap import settle_heap
 from schemas.links import LinkEdge, PageLinks, PageMeta
 from streamcrawl.handler import Context, Record
+from streamcrawl.heap import settle_heap
 from streamcrawl.settings import StateSettings
 from streamcrawl.state import (
     CHANGELOG_OFFSET_KEY,
@@ -205,7 +205,7 @@ def measure(root: Path, count: int, per_page: int, hosts: int) -> IngestResult:
     generated = pages(count, per_page, hosts)
     edges = sum(len(p.edges) for p in generated)
     # The inputs stay alive throughout: keep the collector from re-scanning them on both sides;
-    # and collect as a link-graph instance does once started (`linkgraph.heap`).
+    # and collect as a link-graph instance does once started (`streamcrawl.heap`).
     settle_heap()
     forward_s, reverse_s, forward_cycles, reverse_cycles = linkgraph(generated, root / "linkgraph")
     del generated

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fetcher.service import GC_THRESHOLDS, settle_heap
+from streamcrawl.heap import GC_THRESHOLDS, settle_heap
 
 
 @pytest.fixture
