@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
+
+import orjson
 
 from frontier.budget import BudgetAccount
 from frontier.retry import LeaseWindow
@@ -124,11 +126,9 @@ def pending_crawl_of(key: bytes) -> str:
     return key.split(SEPARATOR, 1)[0].decode()
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
-
-
-def dump(data: dict[str, Any]) -> bytes:
-    return _ENCODER.encode(data).encode()
+def dump(data: Any) -> bytes:
+    """Compact JSON of a dict or a dataclass (nested dataclasses included), by orjson."""
+    return orjson.dumps(data)
 
 
 def decode_tally(raw: bytes | None) -> dict[str, int]:
@@ -136,7 +136,7 @@ def decode_tally(raw: bytes | None) -> dict[str, int]:
 
 
 def _load(cls: type[R], raw: bytes) -> R:
-    return cls(**json.loads(raw))
+    return cls(**orjson.loads(raw))
 
 
 @dataclass
@@ -311,7 +311,7 @@ class HostState:
         return self.in_flight == 0 and self.reduced is None
 
     def encode(self) -> bytes:
-        return dump(asdict(self))
+        return dump(self)
 
     @classmethod
     def decode(cls, raw: bytes) -> HostState:
@@ -331,7 +331,7 @@ class ReportWait:
     early: bool = False
 
     def encode(self) -> bytes:
-        return dump(asdict(self))
+        return dump(self)
 
     @classmethod
     def decode(cls, raw: bytes) -> ReportWait:
@@ -384,13 +384,11 @@ class CrawlRecord:
         return self.waiting_budget.get(str(depth), 0)
 
     def encode(self) -> bytes:
-        data = asdict(self)
-        data["account"] = None if self.account is None else asdict(self.account)
-        return dump(data)
+        return dump(self)
 
     @classmethod
     def decode(cls, raw: bytes) -> CrawlRecord:
-        data = json.loads(raw)
+        data = orjson.loads(raw)
         account = data.pop("account")
         record = cls(**data)
         record.account = None if account is None else BudgetAccount(**account)
