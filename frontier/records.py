@@ -132,7 +132,7 @@ def dump(data: Any) -> bytes:
 
 
 def decode_tally(raw: bytes | None) -> dict[str, int]:
-    return {} if raw is None else {str(k): int(v) for k, v in json.loads(raw).items()}
+    return {} if raw is None else {str(k): int(v) for k, v in orjson.loads(raw).items()}
 
 
 def _load(cls: type[R], raw: bytes) -> R:
