@@ -20,6 +20,7 @@ import json
 import struct
 from dataclasses import dataclass
 
+from frontier.fields import ABSENT_FIELD, pack_field, unpack_fields
 from streamcrawl.state import Table
 
 SEPARATOR = b"\x00"
@@ -66,17 +67,10 @@ class QueuedUrl:
         if raw[:1] != _BINARY_BYTE:
             return cls(**json.loads(raw))  # written as JSON by an earlier version
         _, depth, redirect_hops, attempts = _ENTRY_HEAD.unpack_from(raw)
-        offset = _ENTRY_HEAD.size
-        values: list[str | None] = []
-        for _ in range(5):
-            (length,) = _LENGTH.unpack_from(raw, offset)
-            offset += _LENGTH.size
-            if length == _ABSENT:
-                values.append(None)
-            else:
-                values.append(raw[offset : offset + length].decode())
-                offset += length
-        crawl_id, url, etag, last_modified, content_hash = values
+        fields = unpack_fields(raw, _ENTRY_HEAD.size, 5)
+        crawl_id, url, etag, last_modified, content_hash = (
+            None if value is None else value.decode() for value in fields
+        )
         if crawl_id is None or url is None:
             raise ValueError("a queue entry without crawl id or URL")
         return cls(crawl_id, url, depth, redirect_hops, attempts, etag, last_modified, content_hash)
@@ -88,17 +82,11 @@ _ENTRY_HEAD = struct.Struct(">BIHH")
 """version 1, depth, redirect hops, attempts; then crawl_id, url, etag, last_modified and
 content_hash, each a u16 length (0xFFFF: absent) and its UTF-8 bytes. A JSON entry (first byte
 ``{``) from an earlier version still decodes."""
-_LENGTH = struct.Struct(">H")
-_ABSENT = 0xFFFF
-_NO_VALIDATORS = _LENGTH.pack(_ABSENT) * 3
+_NO_VALIDATORS = ABSENT_FIELD * 3
 
 
 def _field(value: bytes | None) -> bytes:
-    if value is None:
-        return _LENGTH.pack(_ABSENT)
-    if len(value) >= _ABSENT:
-        raise ValueError(f"a queue entry field of {len(value)} bytes is too long")
-    return _LENGTH.pack(len(value)) + value
+    return pack_field(value, "queue entry")
 
 
 def enqueue(table: Table, host: str, priority: bytes, sequence: int, entry: QueuedUrl) -> bytes:

@@ -40,6 +40,7 @@ from typing import Any, Literal, TypeVar
 import orjson
 
 from frontier.budget import BudgetAccount
+from frontier.fields import ABSENT_FIELD, pack_field, unpack_fields
 from frontier.retry import LeaseWindow
 
 VISITED = "visited"
@@ -181,17 +182,8 @@ class VisitedRecord:
         if raw[:1] != _BINARY_BYTE:
             return _load(cls, raw)  # written as JSON by an earlier version
         _, depth, state, flags, attempts, rank = _VISITED_HEAD.unpack_from(raw)
-        offset = _VISITED_HEAD.size
-        values: list[bytes | None] = []
-        for _ in range(5):
-            (length,) = _LENGTH.unpack_from(raw, offset)
-            offset += _LENGTH.size
-            if length == _ABSENT:
-                values.append(None)
-            else:
-                values.append(raw[offset : offset + length])
-                offset += length
-        queue_key, lease_id, etag, last_modified, content_hash = values
+        fields = unpack_fields(raw, _VISITED_HEAD.size, 5)
+        queue_key, lease_id, etag, last_modified, content_hash = fields
         return cls(
             depth,
             _STATES[state],
@@ -229,19 +221,13 @@ _VISITED_HEAD = struct.Struct(">BIBBHQ")
 (raw bytes), lease_id, etag, last_modified and content_hash, each a u16 length (0xFFFF: absent)
 and its bytes. A JSON record (first byte ``{``) from an earlier version still decodes."""
 _QUEUED_HEAD = struct.Struct(">BIBBHQH")
-_LENGTH = struct.Struct(">H")
-_ABSENT = 0xFFFF
-_NO_STRINGS = _LENGTH.pack(_ABSENT) * 4
+_NO_STRINGS = ABSENT_FIELD * 4
 _STATES: tuple[UrlState, ...] = ("queued", "leased", "done", "dead", "waiting")
 _STATE_CODES: dict[str, int] = {state: code for code, state in enumerate(_STATES)}
 
 
 def _field(value: bytes | None) -> bytes:
-    if value is None:
-        return _LENGTH.pack(_ABSENT)
-    if len(value) >= _ABSENT:
-        raise ValueError(f"a visited record field of {len(value)} bytes is too long")
-    return _LENGTH.pack(len(value)) + value
+    return pack_field(value, "visited record")
 
 
 def _text(value: bytes | None) -> str | None:
