@@ -42,7 +42,7 @@ def _site() -> web.Application:
     return app
 
 
-def _request(server: AppServer, path: str, *, delay_ms: int = 0) -> FetchRequest:
+def request_for(server: AppServer, path: str, *, delay_ms: int = 0) -> FetchRequest:
     return FetchRequest(
         crawl_id="crawl",
         url=server.url(path),
@@ -98,7 +98,7 @@ async def _fetch_pages(paths: list[str], settings: FetcherSettings = SETTINGS) -
     async with app_server(_site()) as server:
         with running(settings) as dispatcher:
             for index, path in enumerate(paths):
-                dispatcher.submit(_request(server, path), finishes.deferred(index), 0)
+                dispatcher.submit(request_for(server, path), finishes.deferred(index), 0)
             assert await finishes.wait(), f"{len(finishes.calls)}/{len(paths)} finished"
             assert dispatcher.buffered == 0
     return finishes
@@ -195,7 +195,7 @@ async def test_the_read_ahead_is_observable_from_the_service_thread() -> None:
     with running(settings) as dispatcher:
         assert dispatcher.buffered == 0 and not dispatcher.full and dispatcher.can_resume
         for index in range(5):
-            request = _request(server, f"/{index}", delay_ms=60_000)
+            request = request_for(server, f"/{index}", delay_ms=60_000)
             dispatcher.submit(request, finishes.deferred(index), 0)
             assert dispatcher.buffered == index + 1
         assert dispatcher.full and not dispatcher.can_resume
@@ -209,7 +209,7 @@ async def test_a_url_without_an_origin_is_reported_not_retried() -> None:
     """It has no robots.txt to ask, and asking must not turn into a retryable internal error
     that the frontier would retry again and again."""
     finishes = Finishes(1)
-    request = _request(AppServer(port=9), "/").model_copy(update={"url": "ftp://example.com/x"})
+    request = request_for(AppServer(port=9), "/").model_copy(update={"url": "ftp://example.com/x"})
     with running() as dispatcher:
         dispatcher.submit(request, finishes.deferred(0), 0)
         assert await finishes.wait()
@@ -235,7 +235,7 @@ async def test_a_hosts_requests_are_sent_a_delay_and_a_margin_apart(
     async with app_server(_site()) as server:
         with running() as dispatcher:
             for index in range(3):
-                request = _request(server, f"/{index}", delay_ms=round(delay_s * 1000))
+                request = request_for(server, f"/{index}", delay_ms=round(delay_s * 1000))
                 dispatcher.submit(request, finishes.deferred(index), 0)
             assert await finishes.wait()
     assert len(sends) == 4, "robots.txt and three pages"

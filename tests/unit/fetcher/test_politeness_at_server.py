@@ -11,10 +11,8 @@ from itertools import pairwise
 
 from aiohttp import web
 
-from schemas.fetch import FetchRequest
-from streamcrawl.clock import SystemClock
-from tests.unit.fetcher.servers import AppServer, app_server
-from tests.unit.fetcher.test_dispatcher import Finishes, running
+from tests.unit.fetcher.servers import app_server
+from tests.unit.fetcher.test_dispatcher import Finishes, request_for, running
 
 DELAY_MS = 100
 INTAKE_LAG_S = 0.06
@@ -60,18 +58,6 @@ class NotingSite:
         return [later - earlier for earlier, later in pairwise(times)]
 
 
-def _request(server: AppServer, path: str) -> FetchRequest:
-    return FetchRequest(
-        crawl_id="crawl",
-        url=server.url(path),
-        host=f"127.0.0.1:{server.port}",
-        depth=1,
-        lease_id=path,
-        deadline=SystemClock().now_ms() + 600_000,
-        politeness_delay_ms=DELAY_MS,
-    )
-
-
 async def test_the_smallest_gap_at_the_server_is_the_delay_next_to_redirects() -> None:
     site = NotingSite()
     paths = [path for index in range(4) for path in (f"/moved/{index}", f"/page/{index}")]
@@ -79,7 +65,9 @@ async def test_the_smallest_gap_at_the_server_is_the_delay_next_to_redirects() -
     async with app_server(site.app()) as server:
         with running() as dispatcher:
             for index, path in enumerate(paths):
-                dispatcher.submit(_request(server, path), finishes.deferred(index), 0)
+                dispatcher.submit(
+                    request_for(server, path, delay_ms=DELAY_MS), finishes.deferred(index), 0
+                )
             assert await finishes.wait(), f"{len(finishes.calls)}/{len(paths)} finished"
     kinds = sorted(str(outcome["kind"]) for outcome in finishes.outcomes())
     assert kinds == ["done"] * 4 + ["redirect"] * 4
@@ -96,14 +84,18 @@ async def test_a_partition_gained_again_waits_a_delay_before_its_first_request()
     first, second = Finishes(1), Finishes(1)
     async with app_server(site.app()) as server:
         with running() as dispatcher:
-            dispatcher.submit(_request(server, "/page/a"), first.deferred(0), 0)
+            dispatcher.submit(
+                request_for(server, "/page/a", delay_ms=DELAY_MS), first.deferred(0), 0
+            )
             assert await first.wait()
             dispatcher.revoke({0})
             # Let our own last request lie more than a delay back, as it would after a while
             # away; only the new ownership can then hold the next request back.
             await asyncio.sleep(2 * DELAY_MS / 1000)
             regained_at = time.monotonic()
-            dispatcher.submit(_request(server, "/page/b"), second.deferred(0), 0)
+            dispatcher.submit(
+                request_for(server, "/page/b", delay_ms=DELAY_MS), second.deferred(0), 0
+            )
             assert await second.wait()
     [arrived_at] = [at for at, path in site.arrivals if path == "/page/b"]
     assert arrived_at - regained_at >= DELAY_MS / 1000
