@@ -42,10 +42,10 @@ from streamcrawl.clock import Clock
 KIB = 1024
 
 RobotsFetch = Callable[[FetchTarget], Awaitable[FetchResult]]
+"""Fetches one URL without following redirects: :func:`fetcher.http.fetch` with its session."""
 HopPacer = Callable[[], Awaitable[None]]
 """Awaited before each redirect hop of a robots.txt fetch: the hop is one more request to the
 host, so the caller's politeness spaces it from the one before."""
-"""Fetches one URL without following redirects: :func:`fetcher.http.fetch` with its session."""
 
 
 class RobotsSettings(BaseModel):
