@@ -69,6 +69,8 @@ from schemas.pages import MAX_BODY_BYTES
 from streamcrawl.clock import Clock
 
 KIB = 1024
+_SHA256 = hashlib.sha256()
+"""An empty digest copied for each body."""
 _FETCH_ERRORS = (aiohttp.ClientError, OSError, TimeoutError, FetcherError)
 """What a fetch may raise that is the server's or the network's doing; anything else is a bug."""
 
@@ -316,7 +318,9 @@ async def _read_response(
     if truncated and not limits.truncate_oversized:
         draft.fail(permanent(Reason.TOO_LARGE, "over a body cap"))
         return
-    sha256 = hashlib.sha256(body).hexdigest()
+    digest = _SHA256.copy()  # hashlib.sha256() would look the digest up in OpenSSL each time
+    digest.update(body)
+    sha256 = digest.hexdigest()
     draft.kind = "unchanged" if target.content_hash == sha256 else "done"
     draft.body, draft.sha256, draft.truncated = body, sha256, truncated
 

@@ -26,9 +26,11 @@ Body = bytes | bytearray
 """A fetched body: the bytearray the fetch decoded into, handed on without a copy."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchTarget:
-    """One URL to fetch and what the response must satisfy."""
+    """One URL to fetch and what the response must satisfy; not changed once made (not frozen
+    only because a frozen dataclass sets each field through ``object.__setattr__``, four times
+    the cost of a plain one, and every fetch makes one of these and one FetchResult)."""
 
     url: str
     content_types: tuple[str, ...] = ()
@@ -55,9 +57,10 @@ class FetchTarget:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchResult:
-    """The result of one fetch; ``failure`` is set exactly when kind is retryable or permanent."""
+    """The result of one fetch; ``failure`` is set exactly when kind is retryable or permanent.
+    Not changed once :func:`fetcher.http.fetch` returned it (not frozen: see FetchTarget)."""
 
     url: str
     kind: OutcomeKind
