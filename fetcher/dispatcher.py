@@ -39,7 +39,6 @@ from fetcher.host_queues import HostQueues
 from fetcher.http import fetch, open_session
 from fetcher.politeness import Grant, Politeness
 from fetcher.results import (
-    Body,
     FetchResult,
     FetchTarget,
     SentHook,
@@ -48,11 +47,12 @@ from fetcher.results import (
 )
 from fetcher.robots import RobotsCache, robots_origin
 from fetcher.settings import FetcherSettings
+from fetcher.wire import outcome_value, page_envelope
 from schemas import links, outcomes, pages
 from schemas.fetch import FetchRequest
 from schemas.links import LinkEdge, PageLinks
 from schemas.outcomes import FetchOutcome
-from schemas.serde import encode, encode_page
+from schemas.serde import encode
 from streamcrawl.clock import Clock
 from streamcrawl.handler import Deferred
 
@@ -313,7 +313,7 @@ class Dispatcher:
         if job.finished:
             return
         try:
-            self._finish(job, internal_error_outcome(job.request), None, b"")
+            self._finish(job, internal_error_outcome(job.request))
         except Exception:
             log.exception("could not report the failure of %s", job.request.url)
             self._finish_deferred(job)  # the lease runs out and the frontier retries
@@ -334,7 +334,7 @@ class Dispatcher:
             elif not rules.allows(request.url):
                 self._politeness.cancel(grant)
                 metrics.ROBOTS_DENIED.inc()
-                self._finish(job, robots_denied_outcome(request, rules.sitemaps), None, b"")
+                self._finish(job, robots_denied_outcome(request, rules.sitemaps))
                 return
             else:
                 sitemaps = list(rules.sitemaps)
@@ -370,28 +370,35 @@ class Dispatcher:
         self._schedule()
 
     def _finish_result(self, job: Job, result: FetchResult, sitemaps: list[str]) -> None:
-        page = result.page(job.request)
-        # page_sent promises the frontier a ParseReport; the parser skips revisits.
-        outcome = result.outcome(job.request, page_sent=page is not None and not page.revisit)
-        if sitemaps and job.request.depth == 0:
-            outcome = outcome.model_copy(update={"sitemaps": sitemaps})
-        self._finish(job, outcome, page, result.body)
-
-    def _finish(
-        self, job: Job, outcome: FetchOutcome, page: pages.FetchedPage | None, body: Body
-    ) -> None:
-        """Produce what the fetch came to and finish the Deferred. Every message is encoded
+        """Produce a fetch's page (if any), redirect edge (if any) and outcome, written straight
+        from their fields (`fetcher.wire`), and finish the Deferred. Every message is encoded
         before the first is produced, so an error on the way leaves the Deferred untouched."""
         request, topics = job.request, self._topics
+        page = result.page_fields(request)
+        # page_sent promises the frontier a ParseReport; the parser skips revisits.
+        outcome = result.outcome_fields(
+            request,
+            page_sent=page is not None and not page["revisit"],
+            sitemaps=sitemaps if request.depth == 0 else (),
+        )
         outputs: list[tuple[str, str, bytes]] = []
         if page is not None:
             # The body's bytearray goes in as it is: the envelope is its one copy.
-            envelope = encode_page(page, b"" if page.revisit else body)
+            envelope = page_envelope(page, b"" if page["revisit"] else result.body)
             outputs.append((topics.pages, pages.key(request.url), envelope))
-        if outcome.kind == "redirect" and outcome.redirect_to:
-            edge = encode(_redirect_edge(outcome))
-            outputs.append((topics.links, links.key(request.url), edge))
-        outputs.append((topics.outcomes, outcomes.key(request.host), encode(outcome)))
+        if result.kind == "redirect" and result.redirect_to:
+            edge = _redirect_edge(request, result.redirect_to, result.fetched_at_ms)
+            outputs.append((topics.links, links.key(request.url), encode(edge)))
+        outputs.append((topics.outcomes, outcomes.key(request.host), outcome_value(outcome)))
+        self._produce(job, outputs)
+
+    def _finish(self, job: Job, outcome: FetchOutcome) -> None:
+        """Produce an outcome that came without a fetch (robots.txt denied the URL, an internal
+        error) and finish the Deferred."""
+        request = job.request
+        self._produce(job, [(self._topics.outcomes, outcomes.key(request.host), encode(outcome))])
+
+    def _produce(self, job: Job, outputs: list[tuple[str, str, bytes]]) -> None:
         for topic, key, value in outputs:
             job.deferred.produce(topic, key, value)
         self._finish_deferred(job)
@@ -402,16 +409,10 @@ class Dispatcher:
         job.deferred.finish()
 
 
-def _redirect_edge(outcome: FetchOutcome) -> PageLinks:
+def _redirect_edge(request: FetchRequest, redirect_to: str, fetched_at: int) -> PageLinks:
     return PageLinks(
-        crawl_id=outcome.crawl_id,
-        from_url=outcome.url,
-        fetched_at=outcome.fetched_at,
-        edges=[
-            LinkEdge(
-                to_url=outcome.redirect_to or "",
-                link_type="REDIRECT",
-                discovered_at=outcome.fetched_at,
-            )
-        ],
+        crawl_id=request.crawl_id,
+        from_url=request.url,
+        fetched_at=fetched_at,
+        edges=[LinkEdge(to_url=redirect_to, link_type="REDIRECT", discovered_at=fetched_at)],
     )

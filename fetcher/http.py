@@ -34,7 +34,6 @@ import hashlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Annotated
 
 import aiohttp
@@ -61,14 +60,15 @@ from fetcher.exceptions import (
     UnsupportedEncodingError,
 )
 from fetcher.resolver import SafeResolver, guarded_socket_factory
-from fetcher.results import Body, FetchResult, FetchTarget
+from fetcher.results import FetchResult, FetchTarget
 from fetcher.urls import fetch_url
 from schemas.canonical import canonical_url
-from schemas.outcomes import OutcomeKind
 from schemas.pages import MAX_BODY_BYTES
 from streamcrawl.clock import Clock
 
 KIB = 1024
+_SHA256 = hashlib.sha256()
+"""An empty digest copied for each body."""
 _FETCH_ERRORS = (aiohttp.ClientError, OSError, TimeoutError, FetcherError)
 """What a fetch may raise that is the server's or the network's doing; anything else is a bug."""
 
@@ -165,58 +165,21 @@ async def fetch(
 ) -> FetchResult:
     """GET ``target.url`` once and say how it went; raises only on programming errors."""
     started = clock.monotonic()
-    draft = _Draft(clock.now_ms())
+    # Filled in as the exchange goes (one object per fetch, not a draft and then a copy).
+    draft = FetchResult(target.url, "permanent", fetched_at_ms=clock.now_ms(), elapsed_s=0.0)
     url = fetch_url(target.url)
     if url is None:
         scheme = target.url.partition(":")[0].lower()
         reason = Reason.INVALID_URL if scheme in ("http", "https") else Reason.UNSUPPORTED_SCHEME
-        draft.fail(permanent(reason, target.url[:200]))
+        _fail(draft, permanent(reason, target.url[:200]))
     else:
         await _exchange(session, url, target, limits, clock, draft)
-    return draft.result(target.url, max(clock.monotonic() - started, 0.0))
+    draft.elapsed_s = max(clock.monotonic() - started, 0.0)
+    return draft
 
 
-@dataclass(slots=True)
-class _Draft:
-    """A FetchResult while it is being learned; built once at the end."""
-
-    fetched_at_ms: int
-    kind: OutcomeKind = "permanent"
-    status: int | None = None
-    failure: Failure | None = None
-    redirect_to: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    content_type: str | None = None
-    body: Body = b""
-    sha256: str | None = None
-    truncated: bool = False
-    wire_bytes: int = 0
-    etag: str | None = None
-    last_modified: str | None = None
-    answered_at: float | None = None
-
-    def fail(self, failure: Failure) -> None:
-        self.kind, self.failure = failure.kind, failure
-
-    def result(self, url: str, elapsed_s: float) -> FetchResult:
-        return FetchResult(
-            url=url,
-            kind=self.kind,
-            fetched_at_ms=self.fetched_at_ms,
-            elapsed_s=elapsed_s,
-            status=self.status,
-            failure=self.failure,
-            redirect_to=self.redirect_to,
-            headers=self.headers,
-            content_type=self.content_type,
-            body=self.body,
-            sha256=self.sha256,
-            truncated=self.truncated,
-            wire_bytes=self.wire_bytes,
-            etag=self.etag,
-            last_modified=self.last_modified,
-            answered_at=self.answered_at,
-        )
+def _fail(draft: FetchResult, failure: Failure) -> None:
+    draft.kind, draft.failure = failure.kind, failure
 
 
 async def _exchange(
@@ -225,14 +188,14 @@ async def _exchange(
     target: FetchTarget,
     limits: FetchLimits,
     clock: Clock,
-    draft: _Draft,
+    draft: FetchResult,
 ) -> None:
     """The request and response under the total deadline, errors classified."""
     budget = limits.total_timeout_s
     if target.deadline_ms is not None:
         budget = min(budget, (target.deadline_ms - draft.fetched_at_ms) / 1000)
     if budget <= 0:
-        draft.fail(retryable(Reason.TIMEOUT, "lease deadline passed"))
+        _fail(draft, retryable(Reason.TIMEOUT, "lease deadline passed"))
         return
     deadline: FetchDeadline | None = None
     try:
@@ -251,11 +214,11 @@ async def _exchange(
                 _DEADLINE.reset(token)
     except TimeoutError as error:
         if deadline is not None and deadline.expired == "read":
-            draft.fail(retryable(Reason.READ_TIMEOUT, f"no data for {limits.read_timeout_s} s"))
+            _fail(draft, retryable(Reason.READ_TIMEOUT, f"no data for {limits.read_timeout_s} s"))
         else:
-            draft.fail(classify_exception(error))
+            _fail(draft, classify_exception(error))
     except _FETCH_ERRORS as error:
-        draft.fail(classify_exception(error))
+        _fail(draft, classify_exception(error))
 
 
 def _request_headers(target: FetchTarget) -> dict[str, str]:
@@ -278,7 +241,7 @@ async def _read_response(
     target: FetchTarget,
     limits: FetchLimits,
     clock: Clock,
-    draft: _Draft,
+    draft: FetchResult,
     deadline: FetchDeadline,
 ) -> None:
     """Everything after the status line arrived: sort the status, then maybe stream the body."""
@@ -298,34 +261,36 @@ async def _read_response(
     if not 200 <= status < 300:
         failure = classify_status(status, headers.get("retry-after"), clock.now_ms() / 1000)
         if failure is not None:
-            draft.fail(failure)
+            _fail(draft, failure)
             return
     draft.content_type = _media_type(headers.get("content-type"))
     if not accepts(draft.content_type, target.content_types):
-        draft.fail(permanent(Reason.CONTENT_TYPE, draft.content_type or ""))
+        _fail(draft, permanent(Reason.CONTENT_TYPE, draft.content_type or ""))
         return
     declared = response.content_length
     if not limits.truncate_oversized and declared is not None and declared > limits.max_wire_bytes:
-        draft.fail(permanent(Reason.TOO_LARGE, f"declared {declared} bytes"))
+        _fail(draft, permanent(Reason.TOO_LARGE, f"declared {declared} bytes"))
         return
     try:
         body, draft.wire_bytes, truncated = await _stream_body(response, headers, limits, deadline)
     except (UnsupportedEncodingError, CorruptEncodingError) as error:
-        draft.fail(classify_exception(error))
+        _fail(draft, classify_exception(error))
         return
     if truncated and not limits.truncate_oversized:
-        draft.fail(permanent(Reason.TOO_LARGE, "over a body cap"))
+        _fail(draft, permanent(Reason.TOO_LARGE, "over a body cap"))
         return
-    sha256 = hashlib.sha256(body).hexdigest()
+    digest = _SHA256.copy()  # hashlib.sha256() would look the digest up in OpenSSL each time
+    digest.update(body)
+    sha256 = digest.hexdigest()
     draft.kind = "unchanged" if target.content_hash == sha256 else "done"
     draft.body, draft.sha256, draft.truncated = body, sha256, truncated
 
 
-def _redirected(draft: _Draft, url: str, location: str) -> None:
+def _redirected(draft: FetchResult, url: str, location: str) -> None:
     """A redirect to the canonical target, or a permanent failure when there is none."""
     redirect_to = canonical_url(location, base=url) if location else None
     if redirect_to is None:
-        draft.fail(permanent(Reason.BAD_REDIRECT, location[:200] or "no Location"))
+        _fail(draft, permanent(Reason.BAD_REDIRECT, location[:200] or "no Location"))
     else:
         draft.kind, draft.redirect_to = "redirect", redirect_to
 

@@ -177,25 +177,26 @@ class Politeness:
         slot = self._slots.get(host)
         if slot is None:
             return self._settings.min_delay_s
+        return self._delay_of(slot, self._clock.monotonic())
+
+    def _delay_of(self, slot: _Slot, now: float) -> float:
+        crawl_delay = slot.crawl_delay_s
+        if crawl_delay is None or now > slot.crawl_delay_until:
+            crawl_delay = self._crawl_delay(slot, now)
         return max(
-            self._settings.min_delay_s,
-            slot.robots_delay_s,
-            slot.adaptive_delay_s,
-            self._crawl_delay(slot),
+            self._settings.min_delay_s, slot.robots_delay_s, slot.adaptive_delay_s, crawl_delay
         )
 
-    def _crawl_delay(self, slot: _Slot) -> float:
-        """The largest delay of the crawls that asked for the host in the last crawl_activity_s."""
-        now = self._clock.monotonic()
-        if slot.crawl_delay_s is not None and now <= slot.crawl_delay_until:
-            return slot.crawl_delay_s
+    def _crawl_delay(self, slot: _Slot, now: float) -> float:
+        """The largest delay of the crawls that asked for the host in the last crawl_activity_s
+        (kept in the slot until one of them may lapse)."""
         activity = self._settings.crawl_activity_s
         active = [
             (delay, seen) for delay, seen in slot.crawl_delays.values() if now - seen <= activity
         ]
-        slot.crawl_delay_s = max((delay for delay, _ in active), default=0.0)
+        crawl_delay = slot.crawl_delay_s = max((delay for delay, _ in active), default=0.0)
         slot.crawl_delay_until = min((seen + activity for _, seen in active), default=math.inf)
-        return slot.crawl_delay_s
+        return crawl_delay
 
     def next_allowed_at(self, host: str) -> float:
         """Monotonic time from which a request to ``host`` may start; ``math.inf`` while the host
@@ -207,17 +208,21 @@ class Politeness:
     def host_ready_at(self, host: str) -> float:
         """:meth:`next_allowed_at` as far as ``host``'s own slot decides (the global limit aside:
         it is the same for every host, see :attr:`saturated`)."""
-        slot = self._slot(host)
+        return self._ready_at(self._slot(host), self._clock.monotonic())
+
+    def _ready_at(self, slot: _Slot, now: float) -> float:
         if slot.active >= self._settings.per_host_concurrency:
             return math.inf
-        return max(slot.last_start + self.delay(host), slot.blocked_until)
+        return max(slot.last_start + self._delay_of(slot, now), slot.blocked_until)
 
     def try_acquire(self, host: str) -> Grant | None:
         """A grant when a request to ``host`` may start now, else None."""
         now = self._clock.monotonic()
-        if self.next_allowed_at(host) > now:
+        if self.saturated:
             return None
-        slot = self._slots[host]
+        slot = self._slot(host)
+        if self._ready_at(slot, now) > now:
+            return None
         grant = Grant(
             host=host, started_at=now, grant_id=next(self._ids), previous_start=slot.last_start
         )
@@ -236,7 +241,7 @@ class Politeness:
         now = self._clock.monotonic()
         self._outstanding[grant.grant_id] = now
         slot = self._slots[grant.host]
-        delay = self.delay(grant.host)
+        delay = self._delay_of(slot, now)
         margin = (
             max(self._settings.send_margin_s, self._settings.send_margin_ratio * delay)
             if delay > 0
@@ -275,7 +280,7 @@ class Politeness:
         if slot is None:
             return 0.0
         slot.last_start = max(slot.last_start, now)
-        return max(slot.last_start + self.delay(grant.host), slot.blocked_until) - now
+        return max(slot.last_start + self._delay_of(slot, now), slot.blocked_until) - now
 
     def cancel(self, grant: Grant) -> None:
         """Give back a grant no request was sent under (robots.txt denied the URL, say): the

@@ -8,11 +8,12 @@ FetchOutcome per lease (DESIGN.md section 3, step 4).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fetcher.errors import Failure
-from schemas.base import now_millis
+from fetcher.wire import OutcomeFields, PageFields
+from schemas.base import SCHEMA_VERSION, now_millis
 from schemas.fetch import FetchRequest
 from schemas.outcomes import FetchOutcome, OutcomeKind
 from schemas.pages import FetchedPage
@@ -25,9 +26,11 @@ Body = bytes | bytearray
 """A fetched body: the bytearray the fetch decoded into, handed on without a copy."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchTarget:
-    """One URL to fetch and what the response must satisfy."""
+    """One URL to fetch and what the response must satisfy; not changed once made (not frozen
+    only because a frozen dataclass sets each field through ``object.__setattr__``, four times
+    the cost of a plain one, and every fetch makes one of these and one FetchResult)."""
 
     url: str
     content_types: tuple[str, ...] = ()
@@ -54,9 +57,10 @@ class FetchTarget:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchResult:
-    """The result of one fetch; ``failure`` is set exactly when kind is retryable or permanent."""
+    """The result of one fetch; ``failure`` is set exactly when kind is retryable or permanent.
+    Not changed once :func:`fetcher.http.fetch` returned it (not frozen: see FetchTarget)."""
 
     url: str
     kind: OutcomeKind
@@ -90,6 +94,20 @@ class FetchResult:
         """The page for `pages` (its body travels beside it), or None when there is none. An
         unchanged recrawl gives a `revisit` page, whose body is not sent; a 304 to a request that
         named no content hash gives none, since there is nothing to point a revisit at."""
+        fields = self.page_fields(request)
+        return None if fields is None else FetchedPage.model_validate(fields)
+
+    def outcome(
+        self, request: FetchRequest, *, page_sent: bool, sitemaps: Sequence[str] = ()
+    ) -> FetchOutcome:
+        """The lease's terminal outcome. A redirect counts one more hop than the request had; a 304
+        keeps the request's content hash, since the content is the one it describes."""
+        return FetchOutcome.model_validate(
+            self.outcome_fields(request, page_sent=page_sent, sitemaps=sitemaps)
+        )
+
+    def page_fields(self, request: FetchRequest) -> PageFields | None:
+        """:meth:`page` as the fields `fetcher.wire` writes (the service's path)."""
         status = self.status
         if status is None:
             return None
@@ -104,51 +122,56 @@ class FetchResult:
 
     def _page(
         self, request: FetchRequest, status: int, sha256: str, *, body_size: int, revisit: bool
-    ) -> FetchedPage:
-        return FetchedPage(
-            crawl_id=request.crawl_id,
-            url=request.url,
-            final_url=self.url,
-            lease_id=request.lease_id,
-            depth=request.depth,
-            status=status,
-            headers=dict(self.headers),
-            content_type=self.content_type,
-            body_size=body_size,
-            sha256=sha256,
-            truncated=self.truncated and not revisit,
-            fetched_at=self.fetched_at_ms,
-            elapsed_ms=round(self.elapsed_s * 1000),
-            follow_nofollow=request.follow_nofollow,
-            revisit=revisit,
-        )
+    ) -> PageFields:
+        return {
+            "v": SCHEMA_VERSION,
+            "crawl_id": request.crawl_id,
+            "url": request.url,
+            "final_url": self.url,
+            "lease_id": request.lease_id,
+            "depth": request.depth,
+            "status": status,
+            "headers": dict(self.headers),
+            "content_type": self.content_type,
+            "body_size": body_size,
+            "sha256": sha256,
+            "truncated": self.truncated and not revisit,
+            "fetched_at": self.fetched_at_ms,
+            "elapsed_ms": round(self.elapsed_s * 1000),
+            "follow_nofollow": request.follow_nofollow,
+            "revisit": revisit,
+        }
 
-    def outcome(self, request: FetchRequest, *, page_sent: bool) -> FetchOutcome:
-        """The lease's terminal outcome. A redirect counts one more hop than the request had; a 304
-        keeps the request's content hash, since the content is the one it describes."""
+    def outcome_fields(
+        self, request: FetchRequest, *, page_sent: bool, sitemaps: Sequence[str] = ()
+    ) -> OutcomeFields:
+        """:meth:`outcome` as the fields `fetcher.wire` writes (the service's path)."""
         retry_after = self.retry_after_s
-        return FetchOutcome(
-            crawl_id=request.crawl_id,
-            url=request.url,
-            host=request.host,
-            lease_id=request.lease_id,
-            depth=request.depth,
-            kind=self.kind,
-            status=self.status,
-            redirect_to=self.redirect_to,
-            redirect_hops=request.redirect_hops + (1 if self.kind == "redirect" else 0),
-            error=None if self.failure is None else self.failure.message(),
-            reason=None if self.failure is None else self.failure.reason.value,
-            truncated=self.truncated,
-            retry_after_ms=None if retry_after is None else round(retry_after * 1000),
-            page_sent=page_sent,
-            etag=self.etag,
-            last_modified=self.last_modified,
-            content_hash=self.sha256
+        failure = self.failure
+        return {
+            "v": SCHEMA_VERSION,
+            "crawl_id": request.crawl_id,
+            "url": request.url,
+            "host": request.host,
+            "lease_id": request.lease_id,
+            "depth": request.depth,
+            "kind": self.kind,
+            "status": self.status,
+            "redirect_to": self.redirect_to,
+            "redirect_hops": request.redirect_hops + (1 if self.kind == "redirect" else 0),
+            "error": None if failure is None else failure.message(),
+            "reason": None if failure is None else failure.reason.value,
+            "truncated": self.truncated,
+            "retry_after_ms": None if retry_after is None else round(retry_after * 1000),
+            "page_sent": page_sent,
+            "sitemaps": list(sitemaps),
+            "etag": self.etag,
+            "last_modified": self.last_modified,
+            "content_hash": self.sha256
             or (request.content_hash if self.kind == "unchanged" else None),
-            fetched_at=self.fetched_at_ms,
-            elapsed_ms=round(self.elapsed_s * 1000),
-        )
+            "fetched_at": self.fetched_at_ms,
+            "elapsed_ms": round(self.elapsed_s * 1000),
+        }
 
 
 def robots_denied_outcome(

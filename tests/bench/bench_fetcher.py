@@ -439,7 +439,8 @@ class Completions:
             self.summaries.append(self._summarize(deferred))
         deferred.outputs.clear()
         self.count += 1
-        self.first.set()
+        if self.count == 1:  # an Event.set takes a lock and notifies: once, not per fetch
+            self.first.set()
         if self.window is not None:
             self.window.release()
         if self.count == self.expected:

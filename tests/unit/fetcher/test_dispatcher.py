@@ -19,8 +19,8 @@ from fetcher.dispatcher import Dispatcher, FetchTopics
 from fetcher.politeness import Grant, Politeness
 from fetcher.results import FetchResult
 from fetcher.settings import FetcherSettings
+from fetcher.wire import PageFields
 from schemas.fetch import FetchRequest
-from schemas.pages import FetchedPage
 from streamcrawl.clock import SystemClock
 from streamcrawl.handler import Deferred
 from tests.unit.fetcher.conftest import FAST_LIMITS
@@ -119,20 +119,20 @@ async def test_an_error_after_the_release_finishes_the_deferred(
     Deferred, and so its partition's watermark, stuck. The host's next request still gets its
     turn, so the grant was given back exactly once."""
 
-    def broken_encode_page(page: FetchedPage, body: bytes) -> bytes:
+    def broken_page_envelope(page: PageFields, body: bytes) -> bytes:
         raise RuntimeError("encoder broke")
 
-    monkeypatch.setattr(dispatcher_module, "encode_page", broken_encode_page)
+    monkeypatch.setattr(dispatcher_module, "page_envelope", broken_page_envelope)
     _assert_internal_errors(await _fetch_pages(["/a", "/b"]))
 
 
 async def test_an_error_in_the_result_builder_finishes_the_deferred(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def broken_page(result: FetchResult, request: FetchRequest) -> FetchedPage | None:
+    def broken_page(result: FetchResult, request: FetchRequest) -> PageFields | None:
         raise ValueError("builder broke")
 
-    monkeypatch.setattr(FetchResult, "page", broken_page)
+    monkeypatch.setattr(FetchResult, "page_fields", broken_page)
     _assert_internal_errors(await _fetch_pages(["/a", "/b"]))
 
 
