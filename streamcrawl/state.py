@@ -96,7 +96,8 @@ class PartitionStore:
         """The values of ``keys`` in order (None where absent): one RocksDB multi-get."""
         if not keys:
             return []
-        values: list[bytes | None] = self._families[table].get(keys)
+        request: list[str | int | float | bytes | bool] = list(keys)
+        values: list[bytes | None] = self._families[table].get(request) or []
         return values
 
     def scan(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
