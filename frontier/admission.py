@@ -133,8 +133,9 @@ def _admit_urls(
         counts[outcome] = counts.get(outcome, 0) + 1
     if not candidates:
         return counts
-    seen = session.memory.seen
-    maybe = [key for _, _, _, key in candidates if seen.might_contain(key)]
+    keys = [key for _, _, _, key in candidates]
+    absent = session.memory.seen.absent(keys)
+    maybe = [key for key, unseen in zip(keys, absent, strict=True) if not unseen]
     stored = dict(zip(maybe, session.table(VISITED).get_many(maybe), strict=True))
     intake = _Intake(session, crawl, message)
     handled: set[bytes] = set()

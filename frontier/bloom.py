@@ -65,6 +65,16 @@ class BloomFilter:
         mask = self._masks[digest >> _MASK_SHIFT]
         return self._array[(digest & _LOW_64) % self.words] & mask == mask
 
+    def absent(self, keys: list[bytes]) -> list[bool]:
+        """``not might_contain(key)`` for each key, in one call (the URLs of a message)."""
+        words, array, masks, hash128 = self.words, self._array, self._masks, mmh3.hash128
+        answers = []
+        for key in keys:
+            digest = hash128(key, 0, True, False)
+            mask = masks[digest >> _MASK_SHIFT]
+            answers.append(array[(digest & _LOW_64) % words] & mask != mask)
+        return answers
+
     @property
     def size_bytes(self) -> int:
         return self.words * 8

@@ -103,6 +103,8 @@ def has_repeated_segments(
     segments: list[str], max_segment_repeats: int, max_run_repeats: int
 ) -> bool:
     """True when a segment occurs too often or a run of segments repeats back to back too often."""
+    if len(set(segments)) == len(segments):
+        return False  # all distinct, empty ones included: the common case, without a new list
     named = [segment for segment in segments if segment]
     if len(set(named)) == len(named):
         return False  # no segment occurs twice, so none and no run repeats: most URLs

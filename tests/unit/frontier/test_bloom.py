@@ -11,8 +11,10 @@ def test_every_added_key_is_found_and_unseen_keys_mostly_are_not() -> None:
     for key in added:
         bloom.add(key)
     assert all(bloom.might_contain(key) for key in added)
+    assert bloom.absent(added[:100]) == [False] * 100
     unseen = [f"crawl\x00other-{n}".encode() for n in range(20_000)]
     false_positives = sum(bloom.might_contain(key) for key in unseen)
+    assert bloom.absent(unseen) == [not bloom.might_contain(key) for key in unseen]
     assert false_positives / len(unseen) < 0.02  # 1 % designed, with room for chance
 
 
