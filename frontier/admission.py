@@ -31,7 +31,7 @@ import struct
 from frontier import crawlstate
 from frontier.budget import depth_counter
 from frontier.priority import PrioritySignals, encode_priority, queue_key
-from frontier.queues import QueuedUrl, enqueue
+from frontier.queues import QueuedUrl, encode_new_entry, enqueue, host_prefix, new_entry_head
 from frontier.records import (
     HOST_PAGES,
     LEASES,
@@ -39,6 +39,7 @@ from frontier.records import (
     QUEUE,
     REPORTS,
     SCORES,
+    VISITED,
     LeaseRecord,
     ReportWait,
     VisitedRecord,
@@ -49,17 +50,20 @@ from frontier.records import (
     pending_key,
     read_u64,
     u64,
-    visited_key,
+    visited_prefix,
 )
-from frontier.scope import ScopeRules, decide
+from frontier.scope import HostScope, ScopeRules, decide_new, host_scope
 from frontier.session import PartitionSession
-from schemas.canonical import canonical_url, host_key, url_fingerprint
+from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState
 from schemas.scores import PageScore
 from schemas.serde import encode
 from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
 
 _ORDINAL = struct.Struct(">QHI")
+_ORDINAL_SEQUENCE = struct.Struct(">QHIQ")
+"""The BFS ordinal (source rank, part, position) and the queue's arrival sequence, packed once."""
+FINGERPRINT_BYTES = 16
 _MAX_U16 = 2**16 - 1
 _MAX_U32 = 2**32 - 1
 
@@ -80,14 +84,7 @@ def admit_discovered(session: PartitionSession, crawl: CrawlState, message: Disc
     session.count(crawl_id, "discovered_messages_admitted")
     if crawl.request.max_links != -1:
         session.count(crawl_id, depth_counter("admitted", message.depth))
-    rules = session.services.scope_rules(crawl)
-    rank = source_rank(session, crawl_id, message.source_url)
-    part = min(message.part, _MAX_U16)
-    counts: dict[str, int] = {"discovered": len(message.urls)}
-    for index, item in enumerate(message.urls):
-        ordinal = _ORDINAL.pack(rank, part, min(index, _MAX_U32))
-        outcome = admit_url(session, crawl, rules, message, item, ordinal)
-        counts[outcome] = counts.get(outcome, 0) + 1
+    counts = _admit_urls(session, crawl, message)
     # Counted once per message, not per URL: the same totals at a fraction of the cost.
     queued = counts.pop(QUEUED, 0)
     if queued:
@@ -102,91 +99,138 @@ def admit_discovered(session: PartitionSession, crawl: CrawlState, message: Disc
 
 
 QUEUED = ""
-""":func:`admit_url`'s answer for a URL queued; any other answer is the counter to add one to."""
+""":func:`_admit_urls`'s key for URLs queued; any other key is a counter."""
 
 
-def admit_url(
-    session: PartitionSession,
-    crawl: CrawlState,
-    rules: ScopeRules,
-    message: DiscoveredUrls,
-    item: DiscoveredUrl,
-    ordinal: bytes,
-) -> str:
-    """Admit one URL; returns :data:`QUEUED` or the counter of why not (the caller counts)."""
+def _admit_urls(
+    session: PartitionSession, crawl: CrawlState, message: DiscoveredUrls
+) -> dict[str, int]:
+    """Admit the URLs of one message in order; the counts by outcome (:data:`QUEUED` or a counter).
+
+    Everything the URLs of a message share (crawl, host, depth, source rank, the host's scope
+    rules, the entry's and key's fixed parts) is worked out once. Three passes: canonical forms
+    and visited keys; the keys the Bloom filter cannot rule out read in one multi-get; then each
+    URL in order, a key queued or found earlier in the message counting as the duplicate it is."""
     crawl_id = crawl.crawl_id
-    canonical = canonical_url(item.url)
-    if canonical is None:
-        return "rejected_invalid"
-    host = message.host if _authority(canonical) == message.host else host_key(canonical)
-    if host != message.host:
-        return "rejected_misrouted"
-    if crawl.status == "cancelled":
-        return "rejected_cancelled"
-    fingerprint = url_fingerprint(canonical)
-    key = visited_key(crawl_id, fingerprint)
-    raw = session.visited_raw(key)
-    if raw is not None:
-        if message.depth < peek_depth(raw):
-            visited = VisitedRecord.decode(raw)
-            _maybe_lower_depth(session, crawl, visited, fingerprint, host, message.depth, ordinal)
-        return "duplicate"
-    account = session.account(crawl)
-    decision = decide(
-        rules,
-        canonical,
-        host,
-        message.depth,
-        visited=False,
-        budget_left=account is None or account.available > 0 or not account.exhausted,
-        host_page_count=_host_pages(session, rules, host, crawl_id),
-    )
-    if decision.reason is not None:
-        return f"rejected_{decision.reason}"
-    signals = PrioritySignals(
-        sitemap_priority=item.priority, pagerank=_pagerank(session, crawl, fingerprint)
-    )
-    _enqueue_new(session, crawl, canonical, key, host, message, signals, ordinal)
-    if rules.max_pages_per_host != -1:
-        pages = _host_pages(session, rules, host, crawl_id) + 1
-        session.table(HOST_PAGES).put(host_pages_key(host, crawl_id), u64(pages))
-    return QUEUED
+    host = message.host
+    depth = message.depth
+    counts: dict[str, int] = {"discovered": len(message.urls)}
+    routed = (f"https://{host}/", f"http://{host}/")  # a canonical URL's path starts with "/"
+    cancelled = crawl.status == "cancelled"
+    prefix = visited_prefix(crawl_id)
+    candidates: list[tuple[int, DiscoveredUrl, str, bytes]] = []
+    for index, item in enumerate(message.urls):
+        canonical = canonical_url(item.url)
+        if canonical is None:
+            outcome = "rejected_invalid"
+        elif not canonical.startswith(routed):
+            outcome = "rejected_misrouted"  # another host: its partition owns it, not this one
+        elif cancelled:
+            outcome = "rejected_cancelled"
+        else:
+            candidates.append((index, item, canonical, prefix + url_fingerprint(canonical)))
+            continue
+        counts[outcome] = counts.get(outcome, 0) + 1
+    if not candidates:
+        return counts
+    keys = [key for _, _, _, key in candidates]
+    absent = session.memory.seen.absent(keys)
+    maybe = [key for key, unseen in zip(keys, absent, strict=True) if not unseen]
+    stored = dict(zip(maybe, session.table(VISITED).get_many(maybe), strict=True))
+    intake = _Intake(session, crawl, message)
+    handled: set[bytes] = set()
+    for index, item, canonical, key in candidates:
+        if key in handled:
+            outcome = "duplicate"
+        else:
+            raw = stored.get(key)
+            if raw is not None:
+                if depth < peek_depth(raw):
+                    fingerprint = key[len(prefix) :]
+                    ordinal = _ORDINAL.pack(intake.rank, intake.part, min(index, _MAX_U32))
+                    visited = VisitedRecord.decode(raw)
+                    _maybe_lower_depth(session, crawl, visited, fingerprint, host, depth, ordinal)
+                outcome = "duplicate"
+            else:
+                outcome = intake.admit(index, item, canonical, key)
+                if outcome != QUEUED:  # refused: the same URL again is decided again
+                    counts[outcome] = counts.get(outcome, 0) + 1
+                    continue
+            handled.add(key)
+        counts[outcome] = counts.get(outcome, 0) + 1
+    intake.finish()
+    return counts
 
 
-def _enqueue_new(
-    session: PartitionSession,
-    crawl: CrawlState,
-    canonical: str,
-    visited: bytes,
-    host: str,
-    message: DiscoveredUrls,
-    signals: PrioritySignals,
-    ordinal: bytes,
-) -> None:
-    """Queue a URL seen for the first time and record it under its ``visited`` key; the caller
-    counts it (admitted, queued, unfinished, waiting for budget)."""
-    entry = QueuedUrl(crawl.crawl_id, canonical, message.depth, redirect_hops=message.redirect_hops)
-    key = enqueue(
-        session.table(QUEUE),
-        host,
-        priority_bytes(crawl, message.depth, signals, ordinal),
-        session.next_sequence(),
-        entry,
-    )
-    session.put_visited_raw(visited, encode_queued(message.depth, key))
-    session.queued(host)
+class _Intake:
+    """Scope and queueing of a message's URLs not visited before, their shared parts made once."""
 
+    def __init__(
+        self, session: PartitionSession, crawl: CrawlState, message: DiscoveredUrls
+    ) -> None:
+        self.session = session
+        self.crawl = crawl
+        self.message = message
+        self.rules = session.services.scope_rules(crawl)
+        self.rank = source_rank(session, crawl.crawl_id, message.source_url)
+        self.part = min(message.part, _MAX_U16)
+        self.queue = session.table(QUEUE)
+        self.queue_prefix = host_prefix(message.host)
+        self.entry_head = new_entry_head(crawl.crawl_id, message.depth, message.redirect_hops)
+        self.queued = 0
+        self._scope: HostScope | None = None
+        self._host_pages: int | None = None
+        self._priorities: dict[float | None, bytes] = {}
 
-def _authority(canonical: str) -> str:
-    """The authority of a canonical URL, which is its host key (`host_key` normalises it again:
-    for a canonical URL that changes nothing, so a match with the message's host needs no parse)."""
-    start = canonical.find("://") + 3
-    end = len(canonical)
-    for mark in "/?#":
-        found = canonical.find(mark, start)
-        if 0 <= found < end:
-            end = found
-    return canonical[start:end]
+    def admit(self, index: int, item: DiscoveredUrl, canonical: str, key: bytes) -> str:
+        """Queue a URL not in the visited set, or say why not: :data:`QUEUED` or the counter."""
+        session, crawl, rules, message = self.session, self.crawl, self.rules, self.message
+        scope = self._scope
+        if scope is None:  # at the first URL not visited, as it may open the budget account
+            account = session.account(crawl)
+            budget_left = account is None or account.available > 0 or not account.exhausted
+            scope = self._scope = host_scope(rules, message.host, message.depth, budget_left)
+        pages = self._host_pages
+        if pages is None and rules.max_pages_per_host != -1:
+            pages = self._host_pages = _host_pages(session, rules, message.host, crawl.crawl_id)
+        reason = decide_new(rules, scope, canonical, pages or 0)
+        if reason is not None:
+            return f"rejected_{reason}"
+        sequence = session.next_sequence()
+        queue_key = (
+            self.queue_prefix
+            + self._priority(item, key)
+            + _ORDINAL_SEQUENCE.pack(self.rank, self.part, min(index, _MAX_U32), sequence)
+        )
+        self.queue.put(queue_key, encode_new_entry(self.entry_head, canonical))
+        session.put_visited_raw(key, encode_queued(message.depth, queue_key))
+        self.queued += 1
+        if pages is not None:
+            self._host_pages = pages + 1
+        return QUEUED
+
+    def finish(self) -> None:
+        """The host's queue grew, and its page count when counted: one change each per message."""
+        if not self.queued:
+            return
+        self.session.queued(self.message.host, self.queued)
+        if self._host_pages is not None:
+            key = host_pages_key(self.message.host, self.crawl.crawl_id)
+            self.session.table(HOST_PAGES).put(key, u64(self._host_pages))
+
+    def _priority(self, item: DiscoveredUrl, key: bytes) -> bytes:
+        """The strategy's priority bytes: one per message but for sitemap hints and, under
+        ``pagerank``, each URL's own rank."""
+        crawl, depth = self.crawl, self.message.depth
+        if crawl.request.priority == "pagerank":
+            pagerank = _pagerank(self.session, crawl, key[-FINGERPRINT_BYTES:])
+            signals = PrioritySignals(sitemap_priority=item.priority, pagerank=pagerank)
+            return priority_bytes(crawl, depth, signals, b"")
+        encoded = self._priorities.get(item.priority)
+        if encoded is None:
+            signals = PrioritySignals(sitemap_priority=item.priority)
+            encoded = self._priorities[item.priority] = priority_bytes(crawl, depth, signals, b"")
+        return encoded
 
 
 def priority_bytes(

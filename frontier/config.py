@@ -58,7 +58,7 @@ class FrontierConfig:
     window_recovery_successes: int = DEFAULT_RECOVERY_SUCCESSES
     trap_limits: TrapLimits = field(default=DEFAULT_TRAP_LIMITS)
     bloom_expected_urls: int = 1_000_000
-    """URLs per state partition the visited-set Bloom filter is sized for (about 1.2 MB)."""
+    """URLs per state partition the visited-set Bloom filter is sized for (about 1.6 MB)."""
     bloom_false_positive_rate: float = 0.01
     urls_max_message_bytes: int = urls.TOPIC.max_message_bytes
     """Seed messages are split into parts under this size."""

@@ -235,6 +235,9 @@ class FrontierHandler(BaseHandler):
         session.finish()
 
     def _periodic(self, session: PartitionSession) -> None:
+        # The timer tables' due bounds are kept by their writers; forgetting them now and then
+        # bounds the delay a writer that did not keep one could cause (one progress interval).
+        session.memory.next_due_ms.clear()
         crawl_ids = [key.decode() for key, _ in session.table(CRAWL).scan()]
         for crawl_id in crawl_ids:
             crawlstate.resend_budget(session, crawl_id)

@@ -172,6 +172,7 @@ def _fetched(
             "recrawl", lease.crawl_id, lease.url, lease.host, lease.depth, 0, lease.redirect_hops
         )
         session.table(DELAYED).put(delayed_key(due, session.next_sequence()), entry.encode())
+        session.timer_added(DELAYED, due)
         visited.state = "waiting"
         session.put_visited(lease.crawl_id, fingerprint, visited)
         session.count(lease.crawl_id, "recrawl_scheduled")
@@ -245,6 +246,7 @@ def _retry(
         lease.redirect_hops,
     )
     session.table(DELAYED).put(delayed_key(due, session.next_sequence()), entry.encode())
+    session.timer_added(DELAYED, due)
     visited.state = "waiting"
     session.put_visited(lease.crawl_id, fingerprint, visited)
     session.count(lease.crawl_id, "failed")

@@ -89,6 +89,17 @@ def _field(value: bytes | None) -> bytes:
     return pack_field(value, "queue entry")
 
 
+def new_entry_head(crawl_id: str, depth: int, redirect_hops: int) -> bytes:
+    """What the entries of URLs queued for the first time from one message start with:
+    ``encode_new_entry(new_entry_head(c, d, h), url) == QueuedUrl(c, url, d, h).encode()``."""
+    return _ENTRY_HEAD.pack(_BINARY, depth, redirect_hops, 0) + _field(crawl_id.encode())
+
+
+def encode_new_entry(head: bytes, url: str) -> bytes:
+    """A first-time entry from its message's :func:`new_entry_head`, without a `QueuedUrl`."""
+    return head + _field(url.encode()) + _NO_VALIDATORS
+
+
 def enqueue(table: Table, host: str, priority: bytes, sequence: int, entry: QueuedUrl) -> bytes:
     key = queue_key(host, priority, sequence)
     table.put(key, entry.encode())

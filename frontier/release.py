@@ -51,13 +51,14 @@ def release_host(session: PartitionSession, host: str) -> None:
     """Lease what the host's window and its crawls' states allow; see the module docstring."""
     state = session.host(host)
     limit = session.config.release_scan_limit
-    entries = list(islice(session.table(QUEUE).scan(host_prefix(host)), limit))
-    if not entries:
-        session.queue_emptied(host)
-        return
+    # Read lazily: a release usually stops at the lease window (one or two leases), long before
+    # the scan limit, and each entry read is a RocksDB step and a merge through the transactions.
+    entries = islice(session.table(QUEUE).scan(host_prefix(host)), limit)
+    looked_at = 0
     blocked: set[str] = set()
     progressed = False
     for key, raw in entries:
+        looked_at += 1
         entry = QueuedUrl.decode(raw)
         if entry.crawl_id in blocked:
             continue
@@ -88,7 +89,9 @@ def release_host(session: PartitionSession, host: str) -> None:
             continue
         lease(session, crawl, key, entry, fingerprint, visited)
         progressed = True
-    if progressed and len(entries) == limit:
+    if looked_at == 0:
+        session.queue_emptied(host)
+    elif progressed and looked_at == limit:
         session.wake(host)
 
 
@@ -141,6 +144,7 @@ def lease(
     )
     session.table(LEASES).put(lease_id.encode(), record.encode())
     session.table(DEADLINES).put(deadline_key(deadline, lease_id), b"")
+    session.timer_added(DEADLINES, deadline)
     visited.state = "leased"
     visited.lease_id = lease_id
     visited.attempts = attempts

@@ -134,25 +134,57 @@ def decide(
     """
     if visited:
         return ScopeDecision("duplicate")
-    if not in_domain(rules, host):
-        return ScopeDecision("domain")
+    reason = decide_new(
+        rules, host_scope(rules, host, depth, budget_left), canonical_url, host_page_count
+    )
+    return ADMIT if reason is None else ScopeDecision(reason)
+
+
+@dataclass(frozen=True, slots=True)
+class HostScope:
+    """The rules of :func:`decide` that depend only on the host, the depth and the budget, which
+    all the URLs of one DiscoveredUrls message share: evaluated once per message."""
+
+    in_domain: bool
+    depth_ok: bool
+    budget_left: bool
+    score_ok: bool
+
+
+def host_scope(rules: ScopeRules, host: str, depth: int, budget_left: bool) -> HostScope:
+    threshold = rules.scope_score_threshold
+    return HostScope(
+        in_domain=in_domain(rules, host),
+        depth_ok=rules.max_depth == -1 or depth <= rules.max_depth,
+        budget_left=budget_left,
+        score_ok=threshold is None
+        or scope_score(rules, host, depth) >= threshold - _SCORE_TOLERANCE,
+    )
+
+
+def decide_new(
+    rules: ScopeRules, scope: HostScope, canonical_url: str, host_page_count: int
+) -> RejectReason | None:
+    """:func:`decide` for a URL not visited, its host's rules evaluated already: the first rule
+    broken, in the module docstring's order, or None to admit."""
+    if not scope.in_domain:
+        return "domain"
     if rules.include is not None and rules.include.search(canonical_url) is None:
-        return ScopeDecision("include")
+        return "include"
     if rules.exclude is not None and rules.exclude.search(canonical_url) is not None:
-        return ScopeDecision("exclude")
-    if rules.max_depth != -1 and depth > rules.max_depth:
-        return ScopeDecision("depth")
-    if not budget_left:
-        return ScopeDecision("budget")
+        return "exclude"
+    if not scope.depth_ok:
+        return "depth"
+    if not scope.budget_left:
+        return "budget"
     trap: TrapReason | None = check_traps(canonical_url, rules.trap_limits)
     if trap is not None:
-        return ScopeDecision(trap)
+        return trap
     if rules.max_pages_per_host != -1 and host_page_count >= rules.max_pages_per_host:
-        return ScopeDecision("host_budget")
-    threshold = rules.scope_score_threshold
-    if threshold is not None and scope_score(rules, host, depth) < threshold - _SCORE_TOLERANCE:
-        return ScopeDecision("scope_score")
-    return ADMIT
+        return "host_budget"
+    if not scope.score_ok:
+        return "scope_score"
+    return None
 
 
 def in_domain(rules: ScopeRules, host: str) -> bool:

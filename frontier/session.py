@@ -62,6 +62,9 @@ from streamcrawl.clock import Clock
 from streamcrawl.handler import Context
 from streamcrawl.state import Table
 
+NOTHING_DUE = 2**63
+"""`PartitionMemory.next_due_ms` of a timer table found empty."""
+
 GAUGES = frozenset({"queued", "leased", "delayed", "recrawl_scheduled"})
 """Counters that go up and down with the tables' contents (see the module docstring)."""
 
@@ -101,6 +104,11 @@ class PartitionMemory:
     directory_version: int = 0
     last_progress_ms: int = 0
     last_recheck_ms: int = 0
+    next_due_ms: dict[str, int] = field(default_factory=dict)
+    """Per timer table (`deadlines`, `delayed`, keyed by due time): no key of it is due before
+    this time. A lower bound, kept by the table's writers (`PartitionSession.timer_added`) and by
+    the tick's scans, so that a tick with nothing due opens no iterator; absent means unknown (the
+    next tick scans), as after opening and, as a safety net, every progress interval."""
 
     @classmethod
     def rebuild(
@@ -303,6 +311,28 @@ class PartitionSession:
     def wake_all(self) -> None:
         """Something crawl-wide changed (budget, depth, status): retry every parked host."""
         self._memory_changes.append(lambda memory: setattr(memory, "wake_all", True))
+
+    def timer_added(self, table: str, due_ms: int) -> None:
+        """A key due at ``due_ms`` joined a timer table (see `PartitionMemory.next_due_ms`)."""
+
+        def earlier(memory: PartitionMemory) -> None:
+            bound = memory.next_due_ms.get(table)
+            if bound is not None and due_ms < bound:
+                memory.next_due_ms[table] = due_ms
+
+        self._memory_changes.append(earlier)
+
+    def timer_due(self, table: str) -> bool:
+        """Whether a key of the timer table may be due now: if not, a tick need not scan it."""
+        bound = self.memory.next_due_ms.get(table)
+        return bound is None or bound <= self.now_ms
+
+    def timer_scanned(self, table: str, next_due_ms: int) -> None:
+        """A scan of the timer table stopped at a key due at ``next_due_ms`` (`NOTHING_DUE`: it
+        reached the end); keys added later in this call lower the bound again, in order."""
+        self._memory_changes.append(
+            lambda memory: memory.next_due_ms.__setitem__(table, next_due_ms)
+        )
 
     def wait_pending(self, crawl_id: str) -> None:
         self._memory_changes.append(lambda memory: memory.pending_crawls.add(crawl_id))

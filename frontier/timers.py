@@ -30,17 +30,22 @@ from frontier.records import (
     pending_prefix,
     read_u64,
 )
-from frontier.session import PartitionSession
+from frontier.session import NOTHING_DUE, PartitionSession
 from schemas.canonical import url_fingerprint
 from schemas.deadletter import dead_letter
 from schemas.urls import DiscoveredUrls
 
 
 def expire_leases(session: PartitionSession) -> None:
+    if not session.timer_due(DEADLINES):
+        return
     table = session.table(DEADLINES)
     handled = 0
+    next_due = NOTHING_DUE
     for key, _ in table.scan():
-        if read_u64(key) > session.now_ms or handled >= session.config.timer_batch:
+        due = read_u64(key)
+        if due > session.now_ms or handled >= session.config.timer_batch:
+            next_due = due
             break
         handled += 1
         table.delete(key)
@@ -80,14 +85,20 @@ def expire_leases(session: PartitionSession) -> None:
             visited.content_hash,
         )
         requeue(session, crawl, entry, lease.host, visited, fingerprint)
+    session.timer_scanned(DEADLINES, next_due)
 
 
 def release_due(session: PartitionSession) -> None:
     """Move due retries and recrawls back to their host queues."""
+    if not session.timer_due(DELAYED):
+        return
     table = session.table(DELAYED)
     handled = 0
+    next_due = NOTHING_DUE
     for key, raw in table.scan():
-        if read_u64(key) > session.now_ms or handled >= session.config.timer_batch:
+        due = read_u64(key)
+        if due > session.now_ms or handled >= session.config.timer_batch:
+            next_due = due
             break
         handled += 1
         table.delete(key)
@@ -115,6 +126,7 @@ def release_due(session: PartitionSession) -> None:
             visited.content_hash if not retry else None,
         )
         requeue(session, crawl, queued, entry.host, visited, fingerprint)
+    session.timer_scanned(DELAYED, next_due)
 
 
 def drain_pending(session: PartitionSession) -> None:

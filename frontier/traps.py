@@ -53,12 +53,23 @@ def check_traps(canonical_url: str, limits: TrapLimits = DEFAULT_TRAP_LIMITS) ->
     if len(canonical_url) > limits.max_url_length:
         return "trap_url_length"
     path, query = path_and_query(canonical_url)
-    segments = path_segments(path)
-    if len(segments) > limits.max_path_segments:
+    # len(path_segments(path)) without the list: a trailing slash ends no segment.
+    count = path.count("/") - path.endswith("/")
+    if count > limits.max_path_segments:
         return "trap_path_segments"
-    if has_repeated_segments(segments, limits.max_segment_repeats, limits.max_run_repeats):
+    # A segment seen more than max_segment_repeats times needs that many segments and more, and
+    # a run of two or more repeated more than max_run_repeats times twice as many: most URLs are
+    # too short for either, and skip the segment list.
+    if count > min(limits.max_segment_repeats, 2 * limits.max_run_repeats + 1) and (
+        has_repeated_segments(
+            path_segments(path), limits.max_segment_repeats, limits.max_run_repeats
+        )
+    ):
         return "trap_repeated_segments"
-    if query_param_count(query) > limits.max_query_params:
+    # Each parameter but the first follows an "&": fewer "&" than the limit is within it.
+    if query.count("&") >= limits.max_query_params and (
+        query_param_count(query) > limits.max_query_params
+    ):
         return "trap_query_params"
     return None
 
@@ -92,6 +103,8 @@ def has_repeated_segments(
     segments: list[str], max_segment_repeats: int, max_run_repeats: int
 ) -> bool:
     """True when a segment occurs too often or a run of segments repeats back to back too often."""
+    if len(set(segments)) == len(segments):
+        return False  # all distinct, empty ones included: the common case, without a new list
     named = [segment for segment in segments if segment]
     if len(set(named)) == len(named):
         return False  # no segment occurs twice, so none and no run repeats: most URLs

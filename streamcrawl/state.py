@@ -92,6 +92,14 @@ class PartitionStore:
         value: bytes | None = self._families[table].get(key)
         return value
 
+    def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
+        """The values of ``keys`` in order (None where absent): one RocksDB multi-get."""
+        if not keys:
+            return []
+        request: list[str | int | float | bytes | bool] = list(keys)
+        values: list[bytes | None] = self._families[table].get(request) or []
+        return values
+
     def scan(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         iterator = self._families[table].iter()
         iterator.seek(prefix)
@@ -165,6 +173,24 @@ class Transaction:
         if (table, key) in self.writes:
             return self.writes[(table, key)]
         return self.parent.get(table, key)
+
+    def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
+        """What `get` answers for each key, in order; the keys this layer did not write are read
+        from the parent in one call (down to one RocksDB multi-get)."""
+        writes = self.writes
+        values: list[bytes | None] = [None] * len(keys)
+        missing: list[int] = []
+        for index, key in enumerate(keys):
+            entry = (table, key)
+            if entry in writes:
+                values[index] = writes[entry]
+            else:
+                missing.append(index)
+        if missing:
+            read = self.parent.get_many(table, [keys[index] for index in missing])
+            for index, value in zip(missing, read, strict=True):
+                values[index] = value
+        return values
 
     def put(self, table: str, key: bytes, value: bytes, source: str | None) -> None:
         self._write(table, key, value)
@@ -286,6 +312,10 @@ class Table:
 
     def get(self, key: bytes) -> bytes | None:
         return self._transaction.get(self._name, key)
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """`get` of each key, in order, in one read of the store (a RocksDB multi-get)."""
+        return self._transaction.get_many(self._name, keys)
 
     def put(self, key: bytes, value: bytes) -> None:
         self._transaction.put(self._name, key, value, self._source)

@@ -38,3 +38,22 @@ def test_store_survives_reopen(tmp_path: Path) -> None:
     assert reopened.get("queue", b"k") == b"v"
     assert reopened.changelog_position() == ("cl", 41)
     reopened.close()
+
+
+def test_get_many_reads_every_layer_in_key_order_of_the_request(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.write(
+        {("queue", b"a"): b"stored", ("queue", b"b"): b"old", ("queue", b"c"): b"c"}, "cl", 0
+    )
+    cycle = Transaction(store)
+    cycle.put("queue", b"b", b"cycle", None)
+    cycle.delete("queue", b"c", None)
+    message = Transaction(cycle)
+    table = Table(message, "queue", source=None)
+    table.put(b"d", b"message")
+    keys = [b"d", b"a", b"missing", b"b", b"c", b"a"]
+    assert table.get_many(keys) == [b"message", b"stored", None, b"cycle", None, b"stored"]
+    assert table.get_many(keys) == [table.get(key) for key in keys]
+    assert table.get_many([]) == []
+    assert store.get_many("queue", [b"b", b"zz"]) == [b"old", None]
+    store.close()

@@ -69,6 +69,33 @@ def test_duplicates_are_counted_not_queued_and_take_a_lower_depth(tmp_path: Path
     sim.close()
 
 
+def test_a_url_twice_in_one_message_is_one_url_whatever_the_store_held(tmp_path: Path) -> None:
+    """A message's visited keys are read in one go before its URLs are handled: a URL listed
+    twice counts once, whether new (queued, then a duplicate) or known (moved up once)."""
+    sim = Simulation(tmp_path, site={})
+    started(sim, CrawlRequest(crawl_id="twice", seeds=[f"{A}/"], max_depth=3), paused=True)
+    send(sim, "twice", "a.example", 3, [f"{A}/old"])
+    sim.run()
+    # New twice (also spelled differently), known twice at a lower depth, a rejection twice.
+    urls = [
+        f"{A}/new",
+        f"{A}/old",
+        "HTTPS://A.EXAMPLE:443/new#top",
+        f"{A}/old",
+        "ftp://x/",
+        "ftp://x/",
+    ]
+    send(sim, "twice", "a.example", 2, urls)
+    sim.run()
+    assert queued(sim) == {f"{A}/": 0, f"{A}/old": 2, f"{A}/new": 2}
+    assert sim.total("twice", "admitted") == 3
+    assert sim.total("twice", "duplicate") == 3
+    assert sim.total("twice", "lower_depth") == 1
+    assert sim.total("twice", "rejected_invalid") == 2
+    assert sim.total("twice", "discovered") == 1 + 1 + len(urls)
+    sim.close()
+
+
 def test_scope_rejections_are_counted_by_reason(tmp_path: Path) -> None:
     sim = Simulation(tmp_path, site={})
     request = CrawlRequest(

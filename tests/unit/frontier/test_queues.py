@@ -2,7 +2,15 @@
 
 from pathlib import Path
 
-from frontier.queues import HostHeap, QueuedUrl, count_by_host, enqueue, head
+from frontier.queues import (
+    HostHeap,
+    QueuedUrl,
+    count_by_host,
+    encode_new_entry,
+    enqueue,
+    head,
+    new_entry_head,
+)
 from streamcrawl.settings import StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Table, Transaction
 
@@ -47,3 +55,13 @@ def test_heap_releases_hosts_by_ready_time_and_skips_rescheduled_entries() -> No
     heap.schedule("fast", 0)  # nothing queued: not scheduled
     assert heap.pop_ready(now_ms=1000) is None
     assert len(heap) == 0
+
+
+def test_a_first_time_entry_is_the_queued_url_encoded() -> None:
+    for crawl_id, url, depth, hops in (
+        ("c", "https://a.example/x", 0, 0),
+        ("ü", "http://b/é", 7, 3),
+    ):
+        raw = encode_new_entry(new_entry_head(crawl_id, depth, hops), url)
+        assert raw == QueuedUrl(crawl_id, url, depth, redirect_hops=hops).encode()
+        assert QueuedUrl.decode(raw) == QueuedUrl(crawl_id, url, depth, redirect_hops=hops)

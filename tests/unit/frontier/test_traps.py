@@ -101,3 +101,48 @@ def test_distinct_segments_never_count_as_repeated(segments: list[str]) -> None:
 def test_any_run_repeated_three_times_is_caught(run: list[str], repeats: int) -> None:
     path = "/x/" + "/".join(run * repeats) + "/y"
     assert check_traps(BASE + path) == "trap_repeated_segments"
+
+
+def _check_traps_in_full(url: str, limits: TrapLimits) -> str | None:
+    """The rules as the module docstring states them, every one evaluated on the segment list."""
+    if len(url) > limits.max_url_length:
+        return "trap_url_length"
+    path, _, query = url.removeprefix(BASE).partition("?")
+    segments = path_segments(path)
+    if len(segments) > limits.max_path_segments:
+        return "trap_path_segments"
+    if has_repeated_segments(segments, limits.max_segment_repeats, limits.max_run_repeats):
+        return "trap_repeated_segments"
+    if query_param_count(query) > limits.max_query_params:
+        return "trap_query_params"
+    return None
+
+
+@settings(deadline=None, max_examples=400)
+@given(
+    st.lists(st.sampled_from(["a", "b", ""]), max_size=9),
+    st.booleans(),
+    st.lists(st.sampled_from(["p=1", "q=2", ""]), max_size=6),
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.integers(1, 5),
+    st.integers(1, 4),
+)
+def test_the_shortcuts_for_short_paths_and_queries_change_no_answer(
+    segments: list[str],
+    trailing_slash: bool,
+    params: list[str],
+    max_segments: int,
+    max_repeats: int,
+    max_runs: int,
+    max_params: int,
+) -> None:
+    limits = TrapLimits(
+        max_path_segments=max_segments * 2,
+        max_segment_repeats=max_repeats,
+        max_run_repeats=max_runs,
+        max_query_params=max_params,
+    )
+    path = "/" + "/".join(segments) + ("/" if trailing_slash and segments else "")
+    url = BASE + path + ("?" + "&".join(params) if params else "")
+    assert check_traps(url, limits) == _check_traps_in_full(url, limits)
