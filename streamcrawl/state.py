@@ -118,11 +118,12 @@ class PartitionStore:
     ) -> None:
         """Apply changes and the changelog offset they reach in one atomic WriteBatch."""
         batch = WriteBatch(raw_mode=True)
+        put, delete, handles = batch.put, batch.delete, self._handles
         for (table, key), value in changes.items():
             if value is None:
-                batch.delete(key, self._handles[table])
+                delete(key, handles[table])
             else:
-                batch.put(key, value, self._handles[table])
+                put(key, value, handles[table])
         if changelog_offset is not None:
             batch.put(CHANGELOG_TOPIC_KEY, changelog_topic.encode(), self._handles[META_TABLE])
             batch.put(
@@ -173,6 +174,26 @@ class Transaction:
     def delete(self, table: str, key: bytes, source: str | None) -> None:
         self._write(table, key, None)
         self._note(table, key, source)
+
+    def put_many(
+        self, table: str, keys: list[bytes], values: list[bytes], source: str | None
+    ) -> None:
+        """`put` of each key and value in turn, with one source: a handler's bulk write (a
+        page's out-links). Keys not written yet in this layer (the common case) cost a few C-level
+        dict updates, not a `put` call each."""
+        entries = [(table, key) for key in keys]
+        writes = self.writes
+        if not writes.keys().isdisjoint(entries) or len(set(keys)) != len(keys):
+            for key, value in zip(keys, values, strict=True):
+                self.put(table, key, value, source)
+            return
+        writes.update(zip(entries, values, strict=True))
+        if source is not None:
+            self.sources.update(dict.fromkeys(entries, source))
+        index = self._keys.get(table)
+        if index is None:
+            index = self._keys[table] = _KeyIndex()
+        index.extend(keys)
 
     def _write(self, table: str, key: bytes, value: bytes | None) -> None:
         if (table, key) not in self.writes:
@@ -244,6 +265,9 @@ class _KeyIndex:
 
     def add(self, key: bytes) -> None:
         self._tail.append(key)
+
+    def extend(self, keys: list[bytes]) -> None:
+        self._tail.extend(keys)
 
     def under(self, prefix: bytes) -> list[bytes]:
         """The keys starting with ``prefix``, sorted."""
