@@ -15,12 +15,13 @@ Re-crawl semantics (DESIGN section 3, step 9):
 - Replays (redelivered messages) change nothing and produce nothing.
 
 Every forward change is produced to `links.by-target` (key to TAB from, partition by to_url).
-The handler applies a cycle's messages at its `on_tick`, one `PartitionIndexes` per partition.
+The handler applies a cycle's messages as one batch, one `PartitionIndexes` per partition. A
+source's first crawl (no forward edge stored, no target twice) takes a bulk path: its edges are
+encoded in one pass and written with one `Transaction.put_many`.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 
 import orjson
@@ -46,7 +47,11 @@ from linkgraph.records import (
 from schemas.base import SCHEMA_VERSION
 from schemas.links import LinkEdge, PageLinks
 from schemas.links_by_target import InLink
+from streamcrawl.batch import Row
 from streamcrawl.state import Transaction
+
+PARTITIONS_CACHED = 1 << 16
+"""Targets whose `links.by-target` partition is remembered (a site's navigation targets recur)."""
 
 
 def new_node(url: str, first_seen_at: int) -> NodeRecord:
@@ -55,45 +60,64 @@ def new_node(url: str, first_seen_at: int) -> NodeRecord:
 
 
 class PartitionIndexes:
-    """The tables of one state partition for the messages of one cycle, applied one after another
-    at the cycle's `on_tick` (see the handler). A message's forward writes and re-keyed edges are
-    held here until it succeeded; `commit` then puts them into the cycle's transaction with the
-    message as their source, and their size changes into the partition's, so a message that fails
-    leaves no write behind (as the kernel's child transaction would, without a second layer per
-    write). An in-link writes last, straight through (`put_now`). Nodes go through the partition's
-    `NodeCache` instead of the nodes table: a target gets many in-links per cycle and each would
-    read, decode, encode and write the whole node record."""
+    """The tables of one state partition for the messages of one batch, applied one after another
+    (see the handler). A message's forward writes and re-keyed edges are held here until it
+    succeeded; `commit` then puts them into the cycle's transaction with the message as their
+    source, and their size changes into the partition's, so a message that fails leaves no write
+    behind. An in-link writes last, straight through (`put_now`). Nodes go through the
+    partition's `NodeCache` instead of the nodes table: a target gets many in-links per cycle and
+    each would read, decode, encode and write the whole node record."""
 
-    def __init__(self, transaction: Transaction, nodes: NodeCache, stats: PartitionStats) -> None:
+    def __init__(
+        self,
+        transaction: Transaction,
+        nodes: NodeCache,
+        stats: PartitionStats,
+        partitions: int,
+        rows: list[Row],
+    ) -> None:
         self._transaction = transaction
         self._stats = stats
         self.cache = nodes
+        self.partitions = partitions
+        self._rows = rows
         self._cached: CachedNode | None = None
         self.source: str | None = None
         self.writes: list[tuple[str, bytes, bytes | None, bytes | None]] = []
         """This message's writes: table, key, stored value (None: none), value (None: delete)."""
+        self.new_keys: list[bytes] = []
+        self.new_values: list[bytes] = []
+        """This message's new forward edges (a first crawl's bulk path), none stored before."""
         self.forward_writes: dict[bytes, bytes] = {}
         """This message's forward writes by key, for its own reads (a target twice, the sweep)."""
-        self.rekeyed: list[tuple[str, str, bytes]] = []
-        """This message's changed edges for `links.by-target`: to_url, from_url, in-link value."""
-        self.edges_upserted = 0
+        self.rekeyed: list[Row] = []
+        """This message's changed edges for `links.by-target`: key, in-link value, partition."""
+        self.upserted = 0
+        """Forward edges created or changed by the messages committed so far."""
 
     def begin(self, source: str | None) -> None:
         """Start the next message: its writes and changes are collected afresh."""
         self.source = source
         if self.writes:
             self.writes = []
+        if self.new_keys:
+            self.new_keys = []
+            self.new_values = []
         if self.forward_writes:
             self.forward_writes = {}
         if self.rekeyed:
             self.rekeyed = []
-        self.edges_upserted = 0
 
     def commit(self) -> None:
-        """Put the message's writes into the cycle's transaction, with the message as source, and
-        its size changes into the partition's."""
+        """Put the message's writes into the cycle's transaction, with the message as source, its
+        re-keyed edges into the batch's rows, and its size changes into the partition's."""
         transaction, source = self._transaction, self.source
         entries, size = self._stats.entries, self._stats.size
+        if self.new_keys:
+            keys, values = self.new_keys, self.new_values
+            transaction.put_many(FORWARD, keys, values, source)
+            entries[FORWARD] += len(keys)
+            size[FORWARD] += sum(map(len, keys)) + sum(map(len, values))
         for table, key, old, value in self.writes:
             if value is None:
                 transaction.delete(table, key, source)
@@ -108,6 +132,24 @@ class PartitionIndexes:
                 size[table] -= len(key) + len(old)
             else:
                 size[table] += len(value) - len(old)
+        if self.rekeyed:
+            self._rows.extend(self.rekeyed)
+            self.upserted += len(self.rekeyed)
+
+    def rekey(self, to_url: str, from_url: str, value: bytes) -> None:
+        """Queue a changed edge for `links.by-target` (sent once the message succeeded)."""
+        self.rekeyed.append((f"{to_url}\t{from_url}", value, self.partition(to_url)))
+
+    def partition(self, to_url: str) -> int:
+        """`links_by_target.partition`, through librdkafka's murmur2 (`linkgraph.murmur`)."""
+        found = _TARGET_PARTITIONS.get((to_url, self.partitions))
+        if found is None:
+            if len(_TARGET_PARTITIONS) >= PARTITIONS_CACHED:
+                _TARGET_PARTITIONS.clear()
+            found = _TARGET_PARTITIONS[(to_url, self.partitions)] = partition_of_key(
+                to_url.encode(), self.partitions
+            )
+        return found
 
     def put_now(self, table: str, key: bytes, old: bytes | None, new: bytes | None) -> None:
         """Write (None: delete) straight into the cycle's transaction: only once nothing of the
@@ -181,7 +223,70 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks) -> None:
     from_url = links.from_url
     head = in_link_head(from_url)
     prefix = f"{from_url}{SEPARATOR}"
-    forward_writes, writes, rekeyed = indexes.forward_writes, indexes.writes, indexes.rekeyed
+    if not stored and _first_crawl(indexes, links, prefix, head):
+        new_edges = len(links.edges)
+    else:
+        new_edges = _each_edge(indexes, links, node, stored, prefix, head, current)
+    node.out_total += new_edges
+    node.out_live += new_edges
+    if current:
+        node.fetch.refreshed += new_edges
+    if current and links.part not in node.fetch.parts_seen:
+        node.fetch.parts_seen.append(links.part)
+        node.fetch.parts_seen.sort()
+        if node.fetch.complete and node.out_live > node.fetch.refreshed:
+            _sweep_gone(indexes, node, head, fetched_at)
+
+
+def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str, head: bytes) -> bool:
+    """Every edge of a source with none stored, each target once: encoded straight from the
+    message's fields, in one pass, for one bulk write. False (nothing done) when a target is
+    listed twice: `_each_edge` then merges the duplicates."""
+    fetched_at, from_url = links.fetched_at, links.from_url
+    keys = [(prefix + edge.to_url).encode() for edge in links.edges]
+    if len(set(keys)) != len(keys):
+        return False
+    dumps, join, rekeyed, partition = orjson.dumps, b"".join, indexes.rekeyed, indexes.partition
+    values = []
+    for edge in links.edges:
+        discovered_at = edge.discovered_at
+        encoded = dumps(
+            {
+                "anchor_text": edge.anchor_text,
+                "context_window": edge.context_window,
+                "link_type": edge.link_type,
+                "position": edge.position,
+                "discovered_at": discovered_at if discovered_at < fetched_at else fetched_at,
+                "last_seen_at": fetched_at,
+                "rel": edge.rel,
+                "gone": False,
+            }
+        )
+        values.append(encoded)
+        to_url = edge.to_url
+        rekeyed.append(
+            (
+                f"{to_url}\t{from_url}",
+                join((head, b',"to_url":', dumps(to_url), b",", encoded[1:])),
+                partition(to_url),
+            )
+        )
+    indexes.new_keys, indexes.new_values = keys, values
+    return True
+
+
+def _each_edge(
+    indexes: PartitionIndexes,
+    links: PageLinks,
+    node: NodeRecord,
+    stored: bool,
+    prefix: str,
+    head: bytes,
+    current: bool,
+) -> int:
+    """Every edge one by one, merged with the stored one; returns how many edges are new."""
+    fetched_at, from_url = links.fetched_at, links.from_url
+    forward_writes, writes = indexes.forward_writes, indexes.writes
     new_edges = 0
     for edge in links.edges:
         to_url = edge.to_url
@@ -211,17 +316,8 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks) -> None:
             encoded = changed
         writes.append((FORWARD, key, old, encoded))
         forward_writes[key] = encoded
-        rekeyed.append((to_url, from_url, in_link_value(head, to_url, encoded)))
-    node.out_total += new_edges
-    node.out_live += new_edges
-    if current:
-        node.fetch.refreshed += new_edges
-    indexes.edges_upserted += len(rekeyed)
-    if current and links.part not in node.fetch.parts_seen:
-        node.fetch.parts_seen.append(links.part)
-        node.fetch.parts_seen.sort()
-        if node.fetch.complete and node.out_live > node.fetch.refreshed:
-            _sweep_gone(indexes, node, head, fetched_at)
+        indexes.rekey(to_url, from_url, in_link_value(head, to_url, encoded))
+    return new_edges
 
 
 def _seen_again(
@@ -269,9 +365,8 @@ def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, head: bytes, fetche
         node.out_live -= 1
         encoded = record.encode()
         indexes.put_forward(key, raw, encoded)
-        indexes.edges_upserted += 1
         _, to_url = split_key(key)
-        indexes.rekeyed.append((to_url, node.url, in_link_value(head, to_url, encoded)))
+        indexes.rekey(to_url, node.url, in_link_value(head, to_url, encoded))
 
 
 def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
@@ -334,7 +429,4 @@ def in_link_value(head: bytes, to_url: str, encoded: bytes) -> bytes:
     return b"".join((head, b',"to_url":', orjson.dumps(to_url), b",", encoded[1:]))
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def by_target_partition(to_url: str, partitions: int) -> int:
-    """`links_by_target.partition`, through librdkafka's murmur2 (`linkgraph.murmur`)."""
-    return partition_of_key(to_url.encode(), partitions)
+_TARGET_PARTITIONS: dict[tuple[str, int], int] = {}
