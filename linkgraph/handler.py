@@ -86,6 +86,8 @@ class LinkGraphHandler(BatchHandler):
         are written into its transaction at its `on_tick` (before queries are answered)."""
         self._gauges_at = float("-inf")
         self._stats_dirty: set[int] = set()
+        self._partitions: dict[str, int] = {}
+        """Targets' `links.by-target` partitions (`PartitionIndexes.partition`)."""
         # tldextract builds its suffix trie at the first registered domain asked for (a quarter
         # of a second): at start-up, not inside the first cycle of records.
         registered_domain("www.example.com")
@@ -114,7 +116,9 @@ class LinkGraphHandler(BatchHandler):
         if stats is None:
             stats = self._stats[partition] = PartitionStats()
         rows: list[Row] = []
-        indexes = PartitionIndexes(batch.transaction, nodes, stats, self._topics.partitions, rows)
+        indexes = PartitionIndexes(
+            batch.transaction, nodes, stats, self._topics.partitions, rows, self._partitions
+        )
         links_topic = self._topics.links
         source_of = batch.source
         for record in batch.records:

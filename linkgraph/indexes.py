@@ -40,7 +40,6 @@ from linkgraph.records import (
     NodeRecord,
     PartitionStats,
     anchor_key,
-    edge_key,
     prefix_of,
     split_key,
 )
@@ -75,11 +74,14 @@ class PartitionIndexes:
         stats: PartitionStats,
         partitions: int,
         rows: list[Row],
+        known_partitions: dict[str, int],
     ) -> None:
-        self._transaction = transaction
-        self._stats = stats
+        self.transaction = transaction
+        self.stats = stats
         self.cache = nodes
         self.partitions = partitions
+        self.known_partitions = known_partitions
+        """Targets' `links.by-target` partitions, kept by the handler (see `partition`)."""
         self._rows = rows
         self._cached: CachedNode | None = None
         self.source: str | None = None
@@ -111,8 +113,8 @@ class PartitionIndexes:
     def commit(self) -> None:
         """Put the message's writes into the cycle's transaction, with the message as source, its
         re-keyed edges into the batch's rows, and its size changes into the partition's."""
-        transaction, source = self._transaction, self.source
-        entries, size = self._stats.entries, self._stats.size
+        transaction, source = self.transaction, self.source
+        entries, size = self.stats.entries, self.stats.size
         if self.new_keys:
             keys, values = self.new_keys, self.new_values
             transaction.put_many(FORWARD, keys, values, source)
@@ -142,36 +144,35 @@ class PartitionIndexes:
 
     def partition(self, to_url: str) -> int:
         """`links_by_target.partition`, through librdkafka's murmur2 (`linkgraph.murmur`)."""
-        found = _TARGET_PARTITIONS.get((to_url, self.partitions))
+        cached = self.known_partitions
+        found = cached.get(to_url)
         if found is None:
-            if len(_TARGET_PARTITIONS) >= PARTITIONS_CACHED:
-                _TARGET_PARTITIONS.clear()
-            found = _TARGET_PARTITIONS[(to_url, self.partitions)] = partition_of_key(
-                to_url.encode(), self.partitions
-            )
+            if len(cached) >= PARTITIONS_CACHED:
+                cached.clear()
+            found = cached[to_url] = partition_of_key(to_url.encode(), self.partitions)
         return found
 
     def put_now(self, table: str, key: bytes, old: bytes | None, new: bytes | None) -> None:
         """Write (None: delete) straight into the cycle's transaction: only once nothing of the
         message can fail any more (an in-link's writes come last, see `upsert_in_link`)."""
-        self._stats.changed(table, old, new, key)
+        self.stats.changed(table, old, new, key)
         if new is None:
-            self._transaction.delete(table, key, self.source)
+            self.transaction.delete(table, key, self.source)
         else:
-            self._transaction.put(table, key, new, self.source)
+            self.transaction.put(table, key, new, self.source)
 
     def get(self, table: str, key: bytes) -> bytes | None:
         """A stored value as the cycle's earlier messages left it (not this message's writes)."""
-        return self._transaction.get(table, key)
+        return self.transaction.get(table, key)
 
     def get_forward(self, key: bytes) -> bytes | None:
         written = self.forward_writes.get(key)
-        return written if written is not None else self._transaction.get(FORWARD, key)
+        return written if written is not None else self.transaction.get(FORWARD, key)
 
     def scan_forward(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The stored forward entries under `prefix`, as this message changed them so far."""
         written = self.forward_writes
-        for key, raw in self._transaction.scan(FORWARD, prefix):
+        for key, raw in self.transaction.scan(FORWARD, prefix):
             yield key, written.get(key, raw)
 
     def put_forward(self, key: bytes, old: bytes | None, new: bytes) -> None:
@@ -184,7 +185,7 @@ class PartitionIndexes:
         then `touched` it, and only after everything that can fail (see the handler)."""
         cached = self.cache.get(url)
         if cached is None:
-            raw = self._transaction.get(NODES, url.encode())
+            raw = self.transaction.get(NODES, url.encode())
             # A new node's first_seen_at is set by its first `touched`.
             node = NodeRecord.decode(raw) if raw is not None else new_node(url, -1)
             cached = CachedNode(node, raw)
@@ -247,6 +248,7 @@ def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str, head:
     if len(set(keys)) != len(keys):
         return False
     dumps, join, rekeyed, partition = orjson.dumps, b"".join, indexes.rekeyed, indexes.partition
+    cached = indexes.known_partitions
     values = []
     for edge in links.edges:
         discovered_at = edge.discovered_at
@@ -264,13 +266,11 @@ def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str, head:
         )
         values.append(encoded)
         to_url = edge.to_url
-        rekeyed.append(
-            (
-                f"{to_url}\t{from_url}",
-                join((head, b',"to_url":', dumps(to_url), b",", encoded[1:])),
-                partition(to_url),
-            )
-        )
+        target = cached.get(to_url)
+        if target is None:
+            target = partition(to_url)
+        value = join((head, b',"to_url":', dumps(to_url), b",", encoded[1:]))
+        rekeyed.append((f"{to_url}\t{from_url}", value, target))
     indexes.new_keys, indexes.new_values = keys, values
     return True
 
@@ -373,12 +373,13 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     """Apply one re-keyed edge to the reverse index, the target's anchors and its node.
 
     Anchor entries are keys only (``to TAB text TAB from``, see `records`): the previous reverse
-    record says which entry to remove, so no count is read or rewritten; queries count them."""
+    record says which entry to remove, so no count is read or rewritten; queries count them.
+    Run once per edge, so the common case (a new in-link) writes without helper calls."""
     to_url, from_url = in_link.to_url, in_link.from_url
     node = indexes.node(to_url)
-    key = edge_key(to_url, from_url)
+    key = f"{to_url}{SEPARATOR}{from_url}".encode()  # edge_key
     # A target with no in-link stored has no reverse entry: skip that read.
-    old = indexes.get(REVERSE, key) if node.in_total > 0 else None
+    old = indexes.transaction.get(REVERSE, key) if node.in_total > 0 else None
     previous = EdgeRecord.decode(old) if old is not None else None
     if previous is not None and previous.last_seen_at > in_link.last_seen_at:
         return  # a stale copy: the reverse index already reflects a newer fetch
@@ -400,10 +401,25 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     )
     if encoded == old:
         return
-    was_live = previous is not None and not previous.gone
-    old_text = previous.anchor_text if was_live and previous is not None else ""
-    new_text = "" if gone else text
     # Nothing can fail from here on: written straight into the cycle's transaction.
+    transaction, source, stats = indexes.transaction, indexes.source, indexes.stats
+    new_text = "" if gone else text
+    if previous is None:  # a new in-link (the common case)
+        if new_text:
+            anchor = f"{to_url}{SEPARATOR}{new_text}{SEPARATOR}{from_url}".encode()  # anchor_key
+            stats.entries[ANCHORS] += 1
+            stats.size[ANCHORS] += len(anchor)
+            transaction.put(ANCHORS, anchor, b"", source)
+        stats.entries[REVERSE] += 1
+        stats.size[REVERSE] += len(key) + len(encoded)
+        transaction.put(REVERSE, key, encoded, source)
+        node.in_total += 1
+        if not gone:
+            node.in_live += 1
+        indexes.touched(node, in_link.discovered_at)
+        return
+    was_live = not previous.gone
+    old_text = previous.anchor_text if was_live else ""
     if old_text != new_text:
         if old_text:
             indexes.put_now(ANCHORS, anchor_key(to_url, old_text, from_url), b"", None)
@@ -411,8 +427,6 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
             indexes.put_now(ANCHORS, anchor_key(to_url, new_text, from_url), None, b"")
     indexes.put_now(REVERSE, key, old, encoded)
     # The node changes last, after everything that can fail: it outlives a failed message.
-    if previous is None:
-        node.in_total += 1
     if was_live == gone:
         node.in_live += -1 if was_live else 1
     indexes.touched(node, in_link.discovered_at)
@@ -427,6 +441,3 @@ def in_link_value(head: bytes, to_url: str, encoded: bytes) -> bytes:
     """The `links.by-target` value: version and ends, then the encoded edge record's fields (one
     per edge, so no pydantic round trip; `tests/unit/linkgraph` checks it is a valid InLink)."""
     return b"".join((head, b',"to_url":', orjson.dumps(to_url), b",", encoded[1:]))
-
-
-_TARGET_PARTITIONS: dict[tuple[str, int], int] = {}

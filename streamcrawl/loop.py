@@ -558,18 +558,26 @@ class ServiceLoop:
     def _produce_changelog(
         self, partition: int, transaction: Transaction, report: DeliveryReport
     ) -> None:
-        if not transaction.writes or self.spec.changelog_topic is None:
+        """One record per changed key; the key's table prefix and each source's header are built
+        once per cycle (a message's writes share its source)."""
+        topic = self.spec.changelog_topic
+        if not transaction.writes or topic is None:
             return
-        for (table, key), value in transaction.writes.items():
-            source = transaction.sources.get((table, key))
-            self._producer.send(
-                self.spec.changelog_topic,
-                changelog_key(table, key),
-                value,
-                partition=partition,
-                headers=[(SOURCE_HEADER, source.encode())] if source else None,
-                report=report,
-            )
+        send, sources = self._producer.send, transaction.sources
+        prefixes: dict[str, bytes] = {}
+        headers: dict[str, list[tuple[str, bytes]]] = {}
+        for entry, value in transaction.writes.items():
+            table, key = entry
+            prefix = prefixes.get(table)
+            if prefix is None:
+                prefix = prefixes[table] = changelog_key(table, b"")
+            source = sources.get(entry)
+            header = None
+            if source:
+                header = headers.get(source)
+                if header is None:
+                    header = headers[source] = [(SOURCE_HEADER, source.encode())]
+            send(topic, prefix + key, value, partition=partition, headers=header, report=report)
 
     def _commit_when_due(self, touched: set[TopicPartitionKey]) -> None:
         """A stateless service commits at most every `commit_interval_s`: a crash redoes at most

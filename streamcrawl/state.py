@@ -167,13 +167,24 @@ class Transaction:
             return self.writes[(table, key)]
         return self.parent.get(table, key)
 
-    def put(self, table: str, key: bytes, value: bytes, source: str | None) -> None:
-        self._write(table, key, value)
-        self._note(table, key, source)
+    def put(self, table: str, key: bytes, value: bytes | None, source: str | None) -> None:
+        """Write `value` (None: delete) with the message that wrote it (None: timer work); the
+        hottest call of every stateful service, so it is one function without helpers."""
+        entry = (table, key)
+        writes = self.writes
+        if entry not in writes:
+            index = self._keys.get(table)
+            if index is None:
+                index = self._keys[table] = _KeyIndex()
+            index.add(key)
+        writes[entry] = value
+        if source is None:
+            self.sources.pop(entry, None)
+        else:
+            self.sources[entry] = source
 
     def delete(self, table: str, key: bytes, source: str | None) -> None:
-        self._write(table, key, None)
-        self._note(table, key, source)
+        self.put(table, key, None, source)
 
     def put_many(
         self, table: str, keys: list[bytes], values: list[bytes], source: str | None
@@ -181,33 +192,21 @@ class Transaction:
         """`put` of each key and value in turn, with one source: a handler's bulk write (a
         page's out-links). Keys not written yet in this layer (the common case) cost a few C-level
         dict updates, not a `put` call each."""
+        if len(values) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(values)} values")
         entries = [(table, key) for key in keys]
         writes = self.writes
         if not writes.keys().isdisjoint(entries) or len(set(keys)) != len(keys):
             for key, value in zip(keys, values, strict=True):
                 self.put(table, key, value, source)
             return
-        writes.update(zip(entries, values, strict=True))
+        writes.update(zip(entries, values, strict=False))  # lengths checked
         if source is not None:
             self.sources.update(dict.fromkeys(entries, source))
         index = self._keys.get(table)
         if index is None:
             index = self._keys[table] = _KeyIndex()
         index.extend(keys)
-
-    def _write(self, table: str, key: bytes, value: bytes | None) -> None:
-        if (table, key) not in self.writes:
-            index = self._keys.get(table)
-            if index is None:
-                index = self._keys[table] = _KeyIndex()
-            index.add(key)
-        self.writes[(table, key)] = value
-
-    def _note(self, table: str, key: bytes, source: str | None) -> None:
-        if source is None:
-            self.sources.pop((table, key), None)
-        else:
-            self.sources[(table, key)] = source
 
     def merge_into_parent(self) -> None:
         parent = self.parent
