@@ -30,10 +30,15 @@ from typing import Any
 
 from linkgraph import metrics
 from linkgraph.exceptions import CorruptRecordError, NotOwnedError, QueryError
-from linkgraph.indexes import PartitionIndexes, upsert_in_link, upsert_page_links
+from linkgraph.indexes import (
+    PartitionIndexes,
+    anchors_of_reverse,
+    upsert_in_link,
+    upsert_page_links,
+)
 from linkgraph.nodecache import NodeCache
 from linkgraph.queries import Query, TableReader, answer
-from linkgraph.records import FORWARD, NODES, STATS_KEY, TABLES, PartitionStats
+from linkgraph.records import ANCHORS, FORWARD, NODES, STATS_KEY, TABLES, PartitionStats
 from schemas.canonical import registered_domain
 from schemas.links import PageLinks
 from schemas.links_by_target import InLink
@@ -75,6 +80,10 @@ class _ContextReader:
 
 
 class LinkGraphHandler(BatchHandler):
+    derived_tables = frozenset({ANCHORS})
+    """Anchor entries follow from the reverse records: no changelog records of their own."""
+    derive = staticmethod(anchors_of_reverse)
+
     def __init__(self, topics: LinkGraphTopics) -> None:
         self._topics = topics
         self._lock = threading.Lock()

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 
 import orjson
 
+from linkgraph.exceptions import CorruptRecordError
 from linkgraph.hosts import host_and_domain, origin_of
 from linkgraph.murmur import partition_of_key
 from linkgraph.nodecache import CachedNode, NodeCache
@@ -47,6 +48,7 @@ from schemas.base import SCHEMA_VERSION
 from schemas.links import LinkEdge, PageLinks
 from schemas.links_by_target import InLink
 from streamcrawl.batch import Row
+from streamcrawl.recovery import Derived
 from streamcrawl.state import Transaction
 
 PARTITIONS_CACHED = 1 << 16
@@ -430,6 +432,36 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     if was_live == gone:
         node.in_live += -1 if was_live else 1
     indexes.touched(node, in_link.discovered_at)
+
+
+def anchors_of_reverse(table: str, key: bytes, old: bytes | None, new: bytes | None) -> Derived:
+    """The anchor writes a reverse record going from `old` to `new` implies: the anchors table is
+    derived (`streamcrawl.batch.BatchHandler`), one entry per live reverse record with a text, so
+    a restore rebuilds it from the reverse records instead of its own changelog records. The
+    same rule as `upsert_in_link`'s, which writes them while indexing."""
+    if table != REVERSE:
+        return []
+    before, after = _live_text(old), _live_text(new)
+    if before == after:
+        return []
+    to_url, from_url = split_key(key)
+    writes: Derived = []
+    if before:
+        writes.append((ANCHORS, anchor_key(to_url, before, from_url), None))
+    if after:
+        writes.append((ANCHORS, anchor_key(to_url, after, from_url), b""))
+    return writes
+
+
+def _live_text(raw: bytes | None) -> str:
+    """The anchor text a reverse record indexes ("" for none: absent, gone, no text, corrupt)."""
+    if raw is None:
+        return ""
+    try:
+        record = EdgeRecord.decode(raw)
+    except CorruptRecordError:
+        return ""  # indexing would have dead-lettered its in-link: it indexes no anchor
+    return "" if record.gone else record.anchor_text
 
 
 def in_link_head(from_url: str) -> bytes:

@@ -30,7 +30,7 @@ import logging
 from dataclasses import dataclass, field
 
 from streamcrawl.handler import BaseHandler, Context, Headers, Output, Record
-from streamcrawl.recovery import source_header
+from streamcrawl.recovery import Derived, source_header
 from streamcrawl.state import Table, Transaction
 
 log = logging.getLogger(__name__)
@@ -101,13 +101,29 @@ class Batch:
 
 
 class BatchHandler(BaseHandler):
-    """A stateful handler whose records come in batches (see the module docstring)."""
+    """A stateful handler whose records come in batches (see the module docstring).
+
+    It may also keep derived tables: tables whose every entry is a function of the entries of
+    other tables (the link graph's anchor entries, one per live reverse record with a text). A
+    derived table's writes go into the store's WriteBatch like any other but produce no changelog
+    record; restoring a partition rebuilds them from the records they derive from (`derive`),
+    and ignores any changelog record of a derived table (an older version may have written
+    some). Under compaction this holds because a derived table is a function of the latest
+    value of each key, which is what a compacted changelog keeps."""
+
+    derived_tables: frozenset[str] = frozenset()
 
     def handle(self, record: Record, ctx: Context) -> None:
         raise RuntimeError("a batch handler's records come through handle_batch")
 
     def handle_batch(self, batch: Batch) -> None:
         raise NotImplementedError
+
+    @staticmethod
+    def derive(table: str, key: bytes, old: bytes | None, new: bytes | None) -> Derived:
+        """The derived writes that `table`'s `key` going from `old` to `new` (None: absent)
+        implies, applied in order while restoring; none unless a handler keeps derived tables."""
+        return []
 
 
 def apply_batch(

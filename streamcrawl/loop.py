@@ -43,7 +43,7 @@ from streamcrawl.kafka import (
 )
 from streamcrawl.metrics import LoopMetrics
 from streamcrawl.offsets import PartitionOffsets
-from streamcrawl.recovery import SOURCE_HEADER, RestoreReport, source_header
+from streamcrawl.recovery import SOURCE_HEADER, Derivation, RestoreReport, source_header
 from streamcrawl.settings import LoopSettings
 from streamcrawl.spec import ServiceSpec
 from streamcrawl.state import PartitionStore, Transaction, changelog_key
@@ -101,6 +101,12 @@ class ServiceLoop:
         self._batched: BatchHandler | None = (
             handler if isinstance(handler, BatchHandler) and spec.stateful else None
         )
+        self._derivation = (
+            Derivation(self._batched.derived_tables, self._batched.derive)
+            if self._batched is not None and self._batched.derived_tables
+            else None
+        )
+        """A batch handler's derived tables: no changelog records, rebuilt on restore."""
         self._assigned: set[TopicPartitionKey] = set()
         self._offsets: dict[TopicPartitionKey, PartitionOffsets] = {}
         self._committed: dict[TopicPartitionKey, int] = {}
@@ -261,7 +267,9 @@ class ServiceLoop:
         for partition in sorted(
             self._stores.openable(self._assigned) - self._stores.open_partitions
         ):
-            store = self._stores.open(partition, self._committed_offsets(partition))
+            store = self._stores.open(
+                partition, self._committed_offsets(partition), self._derivation
+            )
             transaction = Transaction(store)
             cycle.transactions[partition] = transaction
             if isinstance(self.handler, BaseHandler):
@@ -558,16 +566,19 @@ class ServiceLoop:
     def _produce_changelog(
         self, partition: int, transaction: Transaction, report: DeliveryReport
     ) -> None:
-        """One record per changed key; the key's table prefix and each source's header are built
-        once per cycle (a message's writes share its source)."""
+        """One record per changed key of a table not derived; the key's table prefix and each
+        source's header are built once per cycle (a message's writes share its source)."""
         topic = self.spec.changelog_topic
         if not transaction.writes or topic is None:
             return
         send, sources = self._producer.send, transaction.sources
+        derived = self._derivation.tables if self._derivation is not None else frozenset()
         prefixes: dict[str, bytes] = {}
         headers: dict[str, list[tuple[str, bytes]]] = {}
         for entry, value in transaction.writes.items():
             table, key = entry
+            if table in derived:
+                continue  # rebuilt from the records it derives from on restore
             prefix = prefixes.get(table)
             if prefix is None:
                 prefix = prefixes[table] = changelog_key(table, b"")

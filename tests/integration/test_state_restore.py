@@ -10,6 +10,7 @@ import base64
 import json
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from schemas.deadletter import DeadLetter  # noqa: F401  (the loop's dead-letter
 from streamcrawl.batch import Batch, BatchHandler, Row
 from streamcrawl.handler import BaseHandler, Context, Deferred, Record
 from streamcrawl.loop import ServiceLoop
+from streamcrawl.recovery import Derived
 from streamcrawl.service import build_loop, service_spec
 from streamcrawl.settings import Settings
 from streamcrawl.spec import Input
@@ -279,3 +281,86 @@ def test_a_batch_handler_gets_a_cycle_at_once_and_the_kernel_dead_letters_its_re
     rebuilt, _ = run("x")
     assert rebuilt.restore_reports[0].full and accounts_of(rebuilt) == expected
     close(rebuilt, loops)
+
+
+class RankedLedger(BatchHandler):
+    """The ledger's totals plus a derived table, `ranks`: one key per account, total first, so
+    accounts can be listed by total. `ranks` is rebuilt on restore, never in the changelog."""
+
+    derived_tables = frozenset({"ranks"})
+
+    def __init__(self, output_topic: str) -> None:
+        self.output_topic = output_topic
+
+    @staticmethod
+    def derive(table: str, key: bytes, old: bytes | None, new: bytes | None) -> Derived:
+        if table != "accounts":
+            return []
+        writes: Derived = []
+        if old is not None:
+            writes.append(("ranks", b"%08d:%s" % (json.loads(old)[1], key), None))
+        if new is not None:
+            writes.append(("ranks", b"%08d:%s" % (json.loads(new)[1], key), b""))
+        return writes
+
+    def handle_batch(self, batch: Batch) -> None:
+        rows: list[Row] = []
+        for record in batch.records:
+            entry: Entry = record.value
+            account = (record.key or "").encode()
+            accounts = batch.table("accounts", record)
+            ranks = batch.table("ranks", record)
+            raw = accounts.get(account)
+            count, total = json.loads(raw) if raw else (0, 0)
+            if raw:
+                ranks.delete(b"%08d:%s" % (total, account))
+            count, total = count + 1, total + entry.amount
+            accounts.put(account, json.dumps([count, total]).encode())
+            ranks.put(b"%08d:%s" % (total, account), b"")
+            rows.append((record.key, json.dumps(entry.id).encode(), None))
+        batch.produce_rows(self.output_topic, rows)
+
+
+def test_a_derived_table_has_no_changelog_and_is_rebuilt_in_full_and_tail_restores(
+    kafka_bootstrap: str, tmp_path: Path, loops: list[ServiceLoop]
+) -> None:
+    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=1)
+    deployment.create_for_role("ledger", ("in",), ("out",))
+    out = TopicReader(deployment.bootstrap, deployment.topic("out"))
+
+    def run(instance: str, outputs: int) -> ServiceLoop:
+        settings = in_process_settings(deployment, instance)
+        spec = ledger_spec(settings, ["in"])
+        spec = replace(spec, tables=("accounts", "ranks"))
+        loop = build_loop(spec, RankedLedger(deployment.topic("out")), settings)
+        loops.append(loop)
+        loop.subscribe()
+        cycle_until(loop, lambda: bool(loop.restore_reports) and len(out.poll()) >= outputs)
+        return loop
+
+    def ranks(loop: ServiceLoop) -> list[bytes]:
+        store = loop.store(0)
+        assert store is not None
+        return [key for key, _ in store.scan("ranks")]
+
+    def expected(count: int) -> list[bytes]:
+        return sorted(
+            b"%08d:%s" % (total, key) for key, (_, total) in expected_accounts(count, 5).items()
+        )
+
+    produce_entries(deployment, 0, 30, accounts=5)
+    first = run("x", 30)
+    assert ranks(first) == expected(30)
+    close(first, loops)
+    produce_entries(deployment, 30, 30, accounts=5)  # every account's total moves on
+    second = run("y", 60)
+    assert second.restore_reports[0].full and ranks(second) == expected(60)
+    close(second, loops)
+    changelog = TopicReader(deployment.bootstrap, deployment.topic("changelog.ledger"))
+    changelog.read_until(lambda ms: len(ms) >= 10, 30, "changelog records")
+    assert {m.key().split(b"\x00")[0] for m in changelog.messages} == {b"accounts"}
+
+    kept = run("x", 60)  # x's store is 30 entries behind: a tail replay moves its ranks
+    assert not kept.restore_reports[0].full
+    assert accounts_of(kept) == expected_accounts(60, 5) and ranks(kept) == expected(60)
+    close(kept, loops)
