@@ -129,9 +129,8 @@ class LinkGraphHandler(BatchHandler):
             batch.transaction, nodes, stats, self._topics.partitions, rows, self._partitions
         )
         links_topic = self._topics.links
-        source_of = batch.source
         for record in batch.records:
-            indexes.begin(source_of(record))
+            indexes.begin(f"{record.topic}:{record.partition}:{record.offset}")  # Batch.source
             if record.topic != links_topic:
                 # Changes its node only once nothing can fail any more (see `upsert_in_link`).
                 try:

@@ -137,6 +137,8 @@ def median_round(rounds: list[IngestResult]) -> IngestResult:
         kernel_forward_s=statistics.median(r.kernel_forward_s for r in rounds),
         kernel_reverse_s=statistics.median(r.kernel_reverse_s for r in rounds),
         encode_forward_s=statistics.median(r.encode_forward_s for r in rounds),
+        changelog_records=rounds[0].changelog_records,
+        derived_records=rounds[0].derived_records,
         forward_records=rounds[0].forward_records,
         reverse_records=rounds[0].reverse_records,
     )
@@ -171,6 +173,13 @@ def report_ingest(ingest: IngestResult, rounds: int) -> None:
         "target: each pass at least 0.50 of its baseline; the kernel rows (no handler) are the "
         "most a handler can reach on the kernel's state path; the encoding row is the forward "
         "pass's per-edge encoding and re-keyed messages with no state at all"
+    )
+    per_edge = ingest.changelog_records / edges
+    before = (ingest.changelog_records + ingest.derived_records) / edges
+    print(
+        f"changelog records per edge, both passes: {per_edge:.2f} "
+        f"({ingest.derived_records:,} anchor writes derived on restore, not logged: "
+        f"{before:.2f} if they were)"
     )
     print()
 

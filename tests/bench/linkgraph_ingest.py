@@ -67,6 +67,10 @@ class IngestResult:
     kernel_forward_s: float
     kernel_reverse_s: float
     encode_forward_s: float
+    changelog_records: int
+    """Changelog records the loop would produce for both passes (derived tables have none)."""
+    derived_records: int
+    """Writes of derived tables (anchor entries): in the store, not in the changelog."""
     forward_records: int
     reverse_records: int
 
@@ -250,6 +254,10 @@ def measure(root: Path, count: int, per_page: int, hosts: int) -> IngestResult:
     bare_reverse_s = bare(reverse_cycles, root / "bare-reverse", tables)
     kernel_forward_s = kernel(forward_cycles, count, root / "kernel-forward", tables)
     kernel_reverse_s = kernel(reverse_cycles, edges, root / "kernel-reverse", tables)
+    derived = LinkGraphHandler.derived_tables
+    writes = [table for cycle in (*forward_cycles, *reverse_cycles) for table, _, _ in cycle]
+    derived_records = sum(1 for table in writes if table in derived)
+    changelog_records = sum(1 for table in writes if table != META_TABLE) - derived_records
     return IngestResult(
         edges=edges,
         forward_s=forward_s,
@@ -259,6 +267,8 @@ def measure(root: Path, count: int, per_page: int, hosts: int) -> IngestResult:
         kernel_forward_s=kernel_forward_s,
         kernel_reverse_s=kernel_reverse_s,
         encode_forward_s=encode_forward_s,
+        changelog_records=changelog_records,
+        derived_records=derived_records,
         forward_records=sum(len(c) for c in forward_cycles),
         reverse_records=sum(len(c) for c in reverse_cycles),
     )
