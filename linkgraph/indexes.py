@@ -15,16 +15,18 @@ Re-crawl semantics (DESIGN section 3, step 9):
 - Replays (redelivered messages) change nothing and produce nothing.
 
 Every forward change is produced to `links.by-target` (key to TAB from, partition by to_url).
-The handler applies a cycle's messages at its `on_tick`, one `PartitionIndexes` per partition.
+The handler applies a cycle's messages as one batch, one `PartitionIndexes` per partition. A
+source's first crawl (no forward edge stored, no target twice) takes a bulk path: its edges are
+encoded in one pass and written with one `Transaction.put_many`.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 
 import orjson
 
+from linkgraph.exceptions import CorruptRecordError
 from linkgraph.hosts import host_and_domain, origin_of
 from linkgraph.murmur import partition_of_key
 from linkgraph.nodecache import CachedNode, NodeCache
@@ -39,14 +41,18 @@ from linkgraph.records import (
     NodeRecord,
     PartitionStats,
     anchor_key,
-    edge_key,
     prefix_of,
     split_key,
 )
 from schemas.base import SCHEMA_VERSION
 from schemas.links import LinkEdge, PageLinks
 from schemas.links_by_target import InLink
+from streamcrawl.batch import Row
+from streamcrawl.recovery import Derived
 from streamcrawl.state import Transaction
+
+PARTITIONS_CACHED = 1 << 16
+"""Targets whose `links.by-target` partition is remembered (a site's navigation targets recur)."""
 
 
 def new_node(url: str, first_seen_at: int) -> NodeRecord:
@@ -55,45 +61,67 @@ def new_node(url: str, first_seen_at: int) -> NodeRecord:
 
 
 class PartitionIndexes:
-    """The tables of one state partition for the messages of one cycle, applied one after another
-    at the cycle's `on_tick` (see the handler). A message's forward writes and re-keyed edges are
-    held here until it succeeded; `commit` then puts them into the cycle's transaction with the
-    message as their source, and their size changes into the partition's, so a message that fails
-    leaves no write behind (as the kernel's child transaction would, without a second layer per
-    write). An in-link writes last, straight through (`put_now`). Nodes go through the partition's
-    `NodeCache` instead of the nodes table: a target gets many in-links per cycle and each would
-    read, decode, encode and write the whole node record."""
+    """The tables of one state partition for the messages of one batch, applied one after another
+    (see the handler). A message's forward writes and re-keyed edges are held here until it
+    succeeded; `commit` then puts them into the cycle's transaction with the message as their
+    source, and their size changes into the partition's, so a message that fails leaves no write
+    behind. An in-link writes last, straight through (`put_now`). Nodes go through the
+    partition's `NodeCache` instead of the nodes table: a target gets many in-links per cycle and
+    each would read, decode, encode and write the whole node record."""
 
-    def __init__(self, transaction: Transaction, nodes: NodeCache, stats: PartitionStats) -> None:
-        self._transaction = transaction
-        self._stats = stats
+    def __init__(
+        self,
+        transaction: Transaction,
+        nodes: NodeCache,
+        stats: PartitionStats,
+        partitions: int,
+        rows: list[Row],
+        known_partitions: dict[str, int],
+    ) -> None:
+        self.transaction = transaction
+        self.stats = stats
         self.cache = nodes
+        self.partitions = partitions
+        self.known_partitions = known_partitions
+        """Targets' `links.by-target` partitions, kept by the handler (see `partition`)."""
+        self._rows = rows
         self._cached: CachedNode | None = None
         self.source: str | None = None
         self.writes: list[tuple[str, bytes, bytes | None, bytes | None]] = []
         """This message's writes: table, key, stored value (None: none), value (None: delete)."""
+        self.new_keys: list[bytes] = []
+        self.new_values: list[bytes] = []
+        """This message's new forward edges (a first crawl's bulk path), none stored before."""
         self.forward_writes: dict[bytes, bytes] = {}
         """This message's forward writes by key, for its own reads (a target twice, the sweep)."""
-        self.rekeyed: list[tuple[str, str, bytes]] = []
-        """This message's changed edges for `links.by-target`: to_url, from_url, in-link value."""
-        self.edges_upserted = 0
+        self.rekeyed: list[Row] = []
+        """This message's changed edges for `links.by-target`: key, in-link value, partition."""
+        self.upserted = 0
+        """Forward edges created or changed by the messages committed so far."""
 
     def begin(self, source: str | None) -> None:
         """Start the next message: its writes and changes are collected afresh."""
         self.source = source
         if self.writes:
             self.writes = []
+        if self.new_keys:
+            self.new_keys = []
+            self.new_values = []
         if self.forward_writes:
             self.forward_writes = {}
         if self.rekeyed:
             self.rekeyed = []
-        self.edges_upserted = 0
 
     def commit(self) -> None:
-        """Put the message's writes into the cycle's transaction, with the message as source, and
-        its size changes into the partition's."""
-        transaction, source = self._transaction, self.source
-        entries, size = self._stats.entries, self._stats.size
+        """Put the message's writes into the cycle's transaction, with the message as source, its
+        re-keyed edges into the batch's rows, and its size changes into the partition's."""
+        transaction, source = self.transaction, self.source
+        entries, size = self.stats.entries, self.stats.size
+        if self.new_keys:
+            keys, values = self.new_keys, self.new_values
+            transaction.put_many(FORWARD, keys, values, source)
+            entries[FORWARD] += len(keys)
+            size[FORWARD] += sum(map(len, keys)) + sum(map(len, values))
         for table, key, old, value in self.writes:
             if value is None:
                 transaction.delete(table, key, source)
@@ -108,28 +136,45 @@ class PartitionIndexes:
                 size[table] -= len(key) + len(old)
             else:
                 size[table] += len(value) - len(old)
+        if self.rekeyed:
+            self._rows.extend(self.rekeyed)
+            self.upserted += len(self.rekeyed)
+
+    def rekey(self, to_url: str, from_url: str, value: bytes) -> None:
+        """Queue a changed edge for `links.by-target` (sent once the message succeeded)."""
+        self.rekeyed.append((f"{to_url}\t{from_url}", value, self.partition(to_url)))
+
+    def partition(self, to_url: str) -> int:
+        """`links_by_target.partition`, through librdkafka's murmur2 (`linkgraph.murmur`)."""
+        cached = self.known_partitions
+        found = cached.get(to_url)
+        if found is None:
+            if len(cached) >= PARTITIONS_CACHED:
+                cached.clear()
+            found = cached[to_url] = partition_of_key(to_url.encode(), self.partitions)
+        return found
 
     def put_now(self, table: str, key: bytes, old: bytes | None, new: bytes | None) -> None:
         """Write (None: delete) straight into the cycle's transaction: only once nothing of the
         message can fail any more (an in-link's writes come last, see `upsert_in_link`)."""
-        self._stats.changed(table, old, new, key)
+        self.stats.changed(table, old, new, key)
         if new is None:
-            self._transaction.delete(table, key, self.source)
+            self.transaction.delete(table, key, self.source)
         else:
-            self._transaction.put(table, key, new, self.source)
+            self.transaction.put(table, key, new, self.source)
 
     def get(self, table: str, key: bytes) -> bytes | None:
         """A stored value as the cycle's earlier messages left it (not this message's writes)."""
-        return self._transaction.get(table, key)
+        return self.transaction.get(table, key)
 
     def get_forward(self, key: bytes) -> bytes | None:
         written = self.forward_writes.get(key)
-        return written if written is not None else self._transaction.get(FORWARD, key)
+        return written if written is not None else self.transaction.get(FORWARD, key)
 
     def scan_forward(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The stored forward entries under `prefix`, as this message changed them so far."""
         written = self.forward_writes
-        for key, raw in self._transaction.scan(FORWARD, prefix):
+        for key, raw in self.transaction.scan(FORWARD, prefix):
             yield key, written.get(key, raw)
 
     def put_forward(self, key: bytes, old: bytes | None, new: bytes) -> None:
@@ -142,7 +187,7 @@ class PartitionIndexes:
         then `touched` it, and only after everything that can fail (see the handler)."""
         cached = self.cache.get(url)
         if cached is None:
-            raw = self._transaction.get(NODES, url.encode())
+            raw = self.transaction.get(NODES, url.encode())
             # A new node's first_seen_at is set by its first `touched`.
             node = NodeRecord.decode(raw) if raw is not None else new_node(url, -1)
             cached = CachedNode(node, raw)
@@ -181,7 +226,69 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks) -> None:
     from_url = links.from_url
     head = in_link_head(from_url)
     prefix = f"{from_url}{SEPARATOR}"
-    forward_writes, writes, rekeyed = indexes.forward_writes, indexes.writes, indexes.rekeyed
+    if not stored and _first_crawl(indexes, links, prefix, head):
+        new_edges = len(links.edges)
+    else:
+        new_edges = _each_edge(indexes, links, node, stored, prefix, head, current)
+    node.out_total += new_edges
+    node.out_live += new_edges
+    if current:
+        node.fetch.refreshed += new_edges
+    if current and links.part not in node.fetch.parts_seen:
+        node.fetch.parts_seen.append(links.part)
+        node.fetch.parts_seen.sort()
+        if node.fetch.complete and node.out_live > node.fetch.refreshed:
+            _sweep_gone(indexes, node, head, fetched_at)
+
+
+def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str, head: bytes) -> bool:
+    """Every edge of a source with none stored, each target once: encoded straight from the
+    message's fields, in one pass, for one bulk write. False (nothing done) when a target is
+    listed twice: `_each_edge` then merges the duplicates."""
+    fetched_at, from_url = links.fetched_at, links.from_url
+    keys = [(prefix + edge.to_url).encode() for edge in links.edges]
+    if len(set(keys)) != len(keys):
+        return False
+    dumps, join, rekeyed, partition = orjson.dumps, b"".join, indexes.rekeyed, indexes.partition
+    cached = indexes.known_partitions
+    values = []
+    for edge in links.edges:
+        discovered_at = edge.discovered_at
+        encoded = dumps(
+            {
+                "anchor_text": edge.anchor_text,
+                "context_window": edge.context_window,
+                "link_type": edge.link_type,
+                "position": edge.position,
+                "discovered_at": discovered_at if discovered_at < fetched_at else fetched_at,
+                "last_seen_at": fetched_at,
+                "rel": edge.rel,
+                "gone": False,
+            }
+        )
+        values.append(encoded)
+        to_url = edge.to_url
+        target = cached.get(to_url)
+        if target is None:
+            target = partition(to_url)
+        value = join((head, b',"to_url":', dumps(to_url), b",", encoded[1:]))
+        rekeyed.append((f"{to_url}\t{from_url}", value, target))
+    indexes.new_keys, indexes.new_values = keys, values
+    return True
+
+
+def _each_edge(
+    indexes: PartitionIndexes,
+    links: PageLinks,
+    node: NodeRecord,
+    stored: bool,
+    prefix: str,
+    head: bytes,
+    current: bool,
+) -> int:
+    """Every edge one by one, merged with the stored one; returns how many edges are new."""
+    fetched_at, from_url = links.fetched_at, links.from_url
+    forward_writes, writes = indexes.forward_writes, indexes.writes
     new_edges = 0
     for edge in links.edges:
         to_url = edge.to_url
@@ -211,17 +318,8 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks) -> None:
             encoded = changed
         writes.append((FORWARD, key, old, encoded))
         forward_writes[key] = encoded
-        rekeyed.append((to_url, from_url, in_link_value(head, to_url, encoded)))
-    node.out_total += new_edges
-    node.out_live += new_edges
-    if current:
-        node.fetch.refreshed += new_edges
-    indexes.edges_upserted += len(rekeyed)
-    if current and links.part not in node.fetch.parts_seen:
-        node.fetch.parts_seen.append(links.part)
-        node.fetch.parts_seen.sort()
-        if node.fetch.complete and node.out_live > node.fetch.refreshed:
-            _sweep_gone(indexes, node, head, fetched_at)
+        indexes.rekey(to_url, from_url, in_link_value(head, to_url, encoded))
+    return new_edges
 
 
 def _seen_again(
@@ -269,21 +367,21 @@ def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, head: bytes, fetche
         node.out_live -= 1
         encoded = record.encode()
         indexes.put_forward(key, raw, encoded)
-        indexes.edges_upserted += 1
         _, to_url = split_key(key)
-        indexes.rekeyed.append((to_url, node.url, in_link_value(head, to_url, encoded)))
+        indexes.rekey(to_url, node.url, in_link_value(head, to_url, encoded))
 
 
 def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     """Apply one re-keyed edge to the reverse index, the target's anchors and its node.
 
     Anchor entries are keys only (``to TAB text TAB from``, see `records`): the previous reverse
-    record says which entry to remove, so no count is read or rewritten; queries count them."""
+    record says which entry to remove, so no count is read or rewritten; queries count them.
+    Run once per edge, so the common case (a new in-link) writes without helper calls."""
     to_url, from_url = in_link.to_url, in_link.from_url
     node = indexes.node(to_url)
-    key = edge_key(to_url, from_url)
+    key = f"{to_url}{SEPARATOR}{from_url}".encode()  # edge_key
     # A target with no in-link stored has no reverse entry: skip that read.
-    old = indexes.get(REVERSE, key) if node.in_total > 0 else None
+    old = indexes.transaction.get(REVERSE, key) if node.in_total > 0 else None
     previous = EdgeRecord.decode(old) if old is not None else None
     if previous is not None and previous.last_seen_at > in_link.last_seen_at:
         return  # a stale copy: the reverse index already reflects a newer fetch
@@ -305,10 +403,25 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
     )
     if encoded == old:
         return
-    was_live = previous is not None and not previous.gone
-    old_text = previous.anchor_text if was_live and previous is not None else ""
-    new_text = "" if gone else text
     # Nothing can fail from here on: written straight into the cycle's transaction.
+    transaction, source, stats = indexes.transaction, indexes.source, indexes.stats
+    new_text = "" if gone else text
+    if previous is None:  # a new in-link (the common case)
+        if new_text:
+            anchor = f"{to_url}{SEPARATOR}{new_text}{SEPARATOR}{from_url}".encode()  # anchor_key
+            stats.entries[ANCHORS] += 1
+            stats.size[ANCHORS] += len(anchor)
+            transaction.put(ANCHORS, anchor, b"", source)
+        stats.entries[REVERSE] += 1
+        stats.size[REVERSE] += len(key) + len(encoded)
+        transaction.put(REVERSE, key, encoded, source)
+        node.in_total += 1
+        if not gone:
+            node.in_live += 1
+        indexes.touched(node, in_link.discovered_at)
+        return
+    was_live = not previous.gone
+    old_text = previous.anchor_text if was_live else ""
     if old_text != new_text:
         if old_text:
             indexes.put_now(ANCHORS, anchor_key(to_url, old_text, from_url), b"", None)
@@ -316,11 +429,39 @@ def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
             indexes.put_now(ANCHORS, anchor_key(to_url, new_text, from_url), None, b"")
     indexes.put_now(REVERSE, key, old, encoded)
     # The node changes last, after everything that can fail: it outlives a failed message.
-    if previous is None:
-        node.in_total += 1
     if was_live == gone:
         node.in_live += -1 if was_live else 1
     indexes.touched(node, in_link.discovered_at)
+
+
+def anchors_of_reverse(table: str, key: bytes, old: bytes | None, new: bytes | None) -> Derived:
+    """The anchor writes a reverse record going from `old` to `new` implies: the anchors table is
+    derived (`streamcrawl.batch.BatchHandler`), one entry per live reverse record with a text, so
+    a restore rebuilds it from the reverse records instead of its own changelog records. The
+    same rule as `upsert_in_link`'s, which writes them while indexing."""
+    if table != REVERSE:
+        return []
+    before, after = _live_text(old), _live_text(new)
+    if before == after:
+        return []
+    to_url, from_url = split_key(key)
+    writes: Derived = []
+    if before:
+        writes.append((ANCHORS, anchor_key(to_url, before, from_url), None))
+    if after:
+        writes.append((ANCHORS, anchor_key(to_url, after, from_url), b""))
+    return writes
+
+
+def _live_text(raw: bytes | None) -> str:
+    """The anchor text a reverse record indexes ("" for none: absent, gone, no text, corrupt)."""
+    if raw is None:
+        return ""
+    try:
+        record = EdgeRecord.decode(raw)
+    except CorruptRecordError:
+        return ""  # indexing would have dead-lettered its in-link: it indexes no anchor
+    return "" if record.gone else record.anchor_text
 
 
 def in_link_head(from_url: str) -> bytes:
@@ -332,9 +473,3 @@ def in_link_value(head: bytes, to_url: str, encoded: bytes) -> bytes:
     """The `links.by-target` value: version and ends, then the encoded edge record's fields (one
     per edge, so no pydantic round trip; `tests/unit/linkgraph` checks it is a valid InLink)."""
     return b"".join((head, b',"to_url":', orjson.dumps(to_url), b",", encoded[1:]))
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def by_target_partition(to_url: str, partitions: int) -> int:
-    """`links_by_target.partition`, through librdkafka's murmur2 (`linkgraph.murmur`)."""
-    return partition_of_key(to_url.encode(), partitions)

@@ -30,7 +30,7 @@ from linkgraph.pagerank import RankParameters
 from linkgraph.publisher import ScorePublisher
 from linkgraph.ranker import LinkReader, Ranker, RankerConfig
 from linkgraph.routing import RANKER_ROLE, Router
-from schemas import crawls, deadletter, links, links_by_target, members, scores
+from schemas import crawls, links, links_by_target, members, scores
 from schemas.canonical import canonical_url
 from schemas.serde import decode
 from streamcrawl.apiserver import ApiServer
@@ -148,14 +148,7 @@ def main() -> int:
     except PartitionMismatchError as error:
         sys.stderr.write(f"streamcrawl: {error}\n")
         return 2
-    handler = LinkGraphHandler(
-        LinkGraphTopics(
-            links_topic,
-            by_target_topic,
-            counts[links_topic],
-            dead_letters=topic_name(settings, deadletter.TOPIC),
-        )
-    )
+    handler = LinkGraphHandler(LinkGraphTopics(links_topic, by_target_topic, counts[links_topic]))
     member_table: TopicTable[members.Member] = TopicTable(
         table_consumer_config(settings),
         topic_name(settings, members.TOPIC),

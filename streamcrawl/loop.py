@@ -4,7 +4,8 @@ One cycle (DESIGN section 4):
   1. consume a batch; rebalance callbacks run here (revoked partitions commit and close their
      stores; assigned ones are opened and restored before their records are handled);
   2. decode each record (failures go to the dead-letter topic and the partition moves on), hand it
-     to the handler with its partition's tables, collect outputs and state writes;
+     to the handler with its partition's tables, collect outputs and state writes (a
+     `BatchHandler` gets each state partition's decoded records together, `streamcrawl.batch`);
   3. run the handler's timer work per open state partition, and collect deferred completions;
   4. produce the outputs and the changelog records, and wait until all are delivered;
   5. commit the contiguous watermark of each partition (synchronously when state is kept, else
@@ -29,6 +30,7 @@ from prometheus_client import Counter, Histogram
 from schemas.deadletter import dead_letter
 from schemas.exceptions import DecodeError
 from schemas.serde import encode
+from streamcrawl.batch import BatchHandler, Row, apply_batch
 from streamcrawl.crashpoints import CrashPoints
 from streamcrawl.exceptions import FatalKafkaError
 from streamcrawl.handler import BaseHandler, Context, Deferred, Handler, Output, Record
@@ -41,7 +43,7 @@ from streamcrawl.kafka import (
 )
 from streamcrawl.metrics import LoopMetrics
 from streamcrawl.offsets import PartitionOffsets
-from streamcrawl.recovery import SOURCE_HEADER, RestoreReport, source_header
+from streamcrawl.recovery import SOURCE_HEADER, Derivation, RestoreReport, source_header
 from streamcrawl.settings import LoopSettings
 from streamcrawl.spec import ServiceSpec
 from streamcrawl.state import PartitionStore, Transaction, changelog_key
@@ -57,12 +59,19 @@ class _Cycle:
     """What one cycle collected before it talks to Kafka."""
 
     outputs: list[Output] = field(default_factory=list)
+    rows: list[tuple[str, list[Row]]] = field(default_factory=list)
+    """Batch handlers' bulk outputs (`Batch.produce_rows`), sent after `outputs`."""
     finished: list[tuple[str, int, int]] = field(default_factory=list)
     transactions: dict[int, Transaction] = field(default_factory=dict)
+    batches: dict[int, tuple[list[Record], list[Message]]] = field(default_factory=dict)
+    """A batch handler's decoded records per state partition, with their messages."""
 
     def empty(self) -> bool:
         return not (
-            self.outputs or self.finished or any(t.writes for t in self.transactions.values())
+            self.outputs
+            or self.finished
+            or any(rows for _, rows in self.rows)
+            or any(t.writes for t in self.transactions.values())
         )
 
 
@@ -89,6 +98,15 @@ class ServiceLoop:
         self._metrics = metrics
         self._crash = crash_points
         self._decoders = {i.topic: i.decode for i in spec.inputs}
+        self._batched: BatchHandler | None = (
+            handler if isinstance(handler, BatchHandler) and spec.stateful else None
+        )
+        self._derivation = (
+            Derivation(self._batched.derived_tables, self._batched.derive)
+            if self._batched is not None and self._batched.derived_tables
+            else None
+        )
+        """A batch handler's derived tables: no changelog records, rebuilt on restore."""
         self._assigned: set[TopicPartitionKey] = set()
         self._offsets: dict[TopicPartitionKey, PartitionOffsets] = {}
         self._committed: dict[TopicPartitionKey, int] = {}
@@ -249,7 +267,9 @@ class ServiceLoop:
         for partition in sorted(
             self._stores.openable(self._assigned) - self._stores.open_partitions
         ):
-            store = self._stores.open(partition, self._committed_offsets(partition))
+            store = self._stores.open(
+                partition, self._committed_offsets(partition), self._derivation
+            )
             transaction = Transaction(store)
             cycle.transactions[partition] = transaction
             if isinstance(self.handler, BaseHandler):
@@ -300,6 +320,7 @@ class ServiceLoop:
         rewound: set[TopicPartitionKey] = set()
         for message in messages:
             self._dispatch(message, cycle, rewound)
+        self._handle_batches(cycle)
         self._tick(cycle)
         self._collect_deferred(cycle)
         self._complete(cycle)
@@ -366,6 +387,14 @@ class ServiceLoop:
             headers=message_headers(message),
             timestamp_ms=message.timestamp()[1],
         )
+        if self._batched is not None:
+            batched = cycle.batches.get(partition)
+            if batched is None:
+                batched = cycle.batches[partition] = ([], [])
+            batched[0].append(record)
+            batched[1].append(message)
+            cycle.finished.append(ticket)  # rejected or not, done once the cycle completes
+            return
         ctx = self._context_for(record, cycle)
         began = time.perf_counter()
         try:
@@ -392,6 +421,32 @@ class ServiceLoop:
         cycle.outputs.extend(ctx.outputs)
         if ctx.deferred is None:
             cycle.finished.append(ticket)
+
+    def _handle_batches(self, cycle: _Cycle) -> None:
+        """Hand each state partition's records to the batch handler (`streamcrawl.batch`) and
+        dead-letter the records it rejected. The processing histogram gets one observation per
+        batch and input topic in it: the batch's time (its records are handled together)."""
+        if self._batched is None:
+            return
+        for partition, (records, messages) in cycle.batches.items():
+            began = time.perf_counter()
+            batch = apply_batch(
+                self._batched, partition, records, self._transaction(cycle, partition)
+            )
+            elapsed = time.perf_counter() - began
+            for topic in {record.topic for record in records}:
+                self._input_metrics(topic)[1].observe(elapsed)
+            cycle.outputs.extend(batch.outputs)
+            cycle.rows.extend(batch.rows)
+            if not batch.rejections:
+                continue
+            by_ticket = {coordinates(message): message for message in messages}
+            for rejection in batch.rejections:
+                record = rejection.record
+                message = by_ticket[(record.topic, record.partition, record.offset)]
+                if rejection.kind == "handler":
+                    self._metrics.errors.labels("handler").inc()
+                self._dead_letter(cycle, message, rejection.reason, rejection.kind)
 
     def _input_metrics(self, topic: str) -> tuple[Counter, Histogram]:
         """The input topic's messages-in counter and processing histogram, looked up once."""
@@ -467,6 +522,11 @@ class ServiceLoop:
                 report=report,
             )
             sent[output.topic] = sent.get(output.topic, 0) + 1
+        send = self._producer.send
+        for topic, rows in cycle.rows:
+            for key, value, target in rows:
+                send(topic, key, value, partition=target, report=report)
+            sent[topic] = sent.get(topic, 0) + len(rows)
         for topic, count in sent.items():
             self._metrics.messages_out.labels(topic).inc(count)
         for partition, transaction in cycle.transactions.items():
@@ -506,18 +566,29 @@ class ServiceLoop:
     def _produce_changelog(
         self, partition: int, transaction: Transaction, report: DeliveryReport
     ) -> None:
-        if not transaction.writes or self.spec.changelog_topic is None:
+        """One record per changed key of a table not derived; the key's table prefix and each
+        source's header are built once per cycle (a message's writes share its source)."""
+        topic = self.spec.changelog_topic
+        if not transaction.writes or topic is None:
             return
-        for (table, key), value in transaction.writes.items():
-            source = transaction.sources.get((table, key))
-            self._producer.send(
-                self.spec.changelog_topic,
-                changelog_key(table, key),
-                value,
-                partition=partition,
-                headers=[(SOURCE_HEADER, source.encode())] if source else None,
-                report=report,
-            )
+        send, sources = self._producer.send, transaction.sources
+        derived = self._derivation.tables if self._derivation is not None else frozenset()
+        prefixes: dict[str, bytes] = {}
+        headers: dict[str, list[tuple[str, bytes]]] = {}
+        for entry, value in transaction.writes.items():
+            table, key = entry
+            if table in derived:
+                continue  # rebuilt from the records it derives from on restore
+            prefix = prefixes.get(table)
+            if prefix is None:
+                prefix = prefixes[table] = changelog_key(table, b"")
+            source = sources.get(entry)
+            header = None
+            if source:
+                header = headers.get(source)
+                if header is None:
+                    header = headers[source] = [(SOURCE_HEADER, source.encode())]
+            send(topic, prefix + key, value, partition=partition, headers=header, report=report)
 
     def _commit_when_due(self, touched: set[TopicPartitionKey]) -> None:
         """A stateless service commits at most every `commit_interval_s`: a crash redoes at most

@@ -4,13 +4,16 @@ A store whose directory is kept replays only the changelog records after the off
 missing store, or one whose recorded position does not fit the changelog (another topic, an offset
 past the end), is rebuilt from the beginning. Records produced for input messages that were never
 committed are skipped (their messages will be processed again); records written by timers carry no
-source and are always applied.
+source and are always applied. A handler's derived tables (`streamcrawl.batch.BatchHandler`) are
+not in the changelog: their entries are rebuilt from the records they derive from, as those are
+applied (`Derivation`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,22 @@ def source_header(topic: str, partition: int, offset: int) -> str:
 def parse_source(raw: bytes) -> tuple[str, int, int]:
     topic, partition, offset = raw.decode().rsplit(":", 2)
     return topic, int(partition), int(offset)
+
+
+Derived = list[tuple[str, bytes, bytes | None]]
+"""Writes derived from one changelog record: table, key, value (None: delete)."""
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """Tables kept out of the changelog and how their entries follow from other tables' changes:
+    `derive(table, key, old, new)` returns the derived writes (table, key, value or None)."""
+
+    tables: frozenset[str]
+    derive: Callable[[str, bytes, bytes | None, bytes | None], Derived]
+
+
+_ABSENT = object()
 
 
 @dataclass(frozen=True)
@@ -67,6 +86,7 @@ class ChangelogRestorer:
         changelog_topic: str,
         partition: int,
         committed: dict[tuple[str, int], int],
+        derivation: Derivation | None = None,
     ) -> tuple[PartitionStore, RestoreReport]:
         """Open the store of one partition and replay what it misses from the changelog."""
         started = time.monotonic()
@@ -87,7 +107,13 @@ class ChangelogRestorer:
         read, applied = 0, 0
         if start_offset < high:
             read, applied = self._replay(
-                consumer, store, changelog_topic, partition, start_offset, high, committed
+                consumer,
+                store,
+                changelog_topic,
+                partition,
+                (start_offset, high),
+                committed,
+                derivation,
             )
         report = RestoreReport(partition, full, read, applied, time.monotonic() - started)
         log.info(
@@ -121,10 +147,11 @@ class ChangelogRestorer:
         store: PartitionStore,
         changelog_topic: str,
         partition: int,
-        start: int,
-        high: int,
+        span: tuple[int, int],
         committed: dict[tuple[str, int], int],
+        derivation: Derivation | None,
     ) -> tuple[int, int]:
+        start, high = span
         consumer.assign([TopicPartition(changelog_topic, partition, start)])
         read, applied = 0, 0
         changes: dict[tuple[str, bytes], bytes | None] = {}
@@ -147,7 +174,10 @@ class ChangelogRestorer:
                     if self._uncommitted(message_headers(message), committed):
                         continue
                     table, key = split_changelog_key(message.key() or b"")
-                    changes[(table, key)] = message.value()
+                    if derivation is None:
+                        changes[(table, key)] = message.value()
+                    elif table not in derivation.tables:  # derived entries are rebuilt instead
+                        _apply_derived(store, changes, derivation, table, key, message.value())
                     applied += 1
                 if changes:
                     store.write(changes, changelog_topic, last_offset)
@@ -172,3 +202,21 @@ class ChangelogRestorer:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+
+def _apply_derived(
+    store: PartitionStore,
+    changes: dict[tuple[str, bytes], bytes | None],
+    derivation: Derivation,
+    table: str,
+    key: bytes,
+    value: bytes | None,
+) -> None:
+    """Apply one changelog record and the derived writes it implies, against the value the key
+    had before it (this batch's pending change, else the store's)."""
+    pending = changes.get((table, key), _ABSENT)
+    old = store.get(table, key) if pending is _ABSENT else pending
+    assert old is None or isinstance(old, bytes)
+    changes[(table, key)] = value
+    for derived_table, derived_key, derived_value in derivation.derive(table, key, old, value):
+        changes[(derived_table, derived_key)] = derived_value

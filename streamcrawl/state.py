@@ -126,11 +126,12 @@ class PartitionStore:
     ) -> None:
         """Apply changes and the changelog offset they reach in one atomic WriteBatch."""
         batch = WriteBatch(raw_mode=True)
+        put, delete, handles = batch.put, batch.delete, self._handles
         for (table, key), value in changes.items():
             if value is None:
-                batch.delete(key, self._handles[table])
+                delete(key, handles[table])
             else:
-                batch.put(key, value, self._handles[table])
+                put(key, value, handles[table])
         if changelog_offset is not None:
             batch.put(CHANGELOG_TOPIC_KEY, changelog_topic.encode(), self._handles[META_TABLE])
             batch.put(
@@ -192,27 +193,46 @@ class Transaction:
                 values[index] = value
         return values
 
-    def put(self, table: str, key: bytes, value: bytes, source: str | None) -> None:
-        self._write(table, key, value)
-        self._note(table, key, source)
-
-    def delete(self, table: str, key: bytes, source: str | None) -> None:
-        self._write(table, key, None)
-        self._note(table, key, source)
-
-    def _write(self, table: str, key: bytes, value: bytes | None) -> None:
-        if (table, key) not in self.writes:
+    def put(self, table: str, key: bytes, value: bytes | None, source: str | None) -> None:
+        """Write `value` (None: delete) with the message that wrote it (None: timer work); the
+        hottest call of every stateful service, so it is one function without helpers."""
+        entry = (table, key)
+        writes = self.writes
+        if entry not in writes:
             index = self._keys.get(table)
             if index is None:
                 index = self._keys[table] = _KeyIndex()
             index.add(key)
-        self.writes[(table, key)] = value
-
-    def _note(self, table: str, key: bytes, source: str | None) -> None:
+        writes[entry] = value
         if source is None:
-            self.sources.pop((table, key), None)
+            self.sources.pop(entry, None)
         else:
-            self.sources[(table, key)] = source
+            self.sources[entry] = source
+
+    def delete(self, table: str, key: bytes, source: str | None) -> None:
+        self.put(table, key, None, source)
+
+    def put_many(
+        self, table: str, keys: list[bytes], values: list[bytes], source: str | None
+    ) -> None:
+        """`put` of each key and value in turn, with one source: a handler's bulk write (a
+        page's out-links). Keys not written yet in this layer (the common case) cost a few C-level
+        dict updates, not a `put` call each."""
+        if len(values) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(values)} values")
+        entries = [(table, key) for key in keys]
+        writes = self.writes
+        if not writes.keys().isdisjoint(entries) or len(set(keys)) != len(keys):
+            for key, value in zip(keys, values, strict=True):
+                self.put(table, key, value, source)
+            return
+        writes.update(zip(entries, values, strict=False))  # lengths checked
+        if source is not None:
+            self.sources.update(dict.fromkeys(entries, source))
+        index = self._keys.get(table)
+        if index is None:
+            index = self._keys[table] = _KeyIndex()
+        index.extend(keys)
 
     def merge_into_parent(self) -> None:
         parent = self.parent
@@ -270,6 +290,9 @@ class _KeyIndex:
 
     def add(self, key: bytes) -> None:
         self._tail.append(key)
+
+    def extend(self, keys: list[bytes]) -> None:
+        self._tail.extend(keys)
 
     def under(self, prefix: bytes) -> list[bytes]:
         """The keys starting with ``prefix``, sorted."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from streamcrawl.metrics import LoopMetrics
-from streamcrawl.recovery import ChangelogRestorer, RestoreReport
+from streamcrawl.recovery import ChangelogRestorer, Derivation, RestoreReport
 from streamcrawl.spec import ServiceSpec
 from streamcrawl.state import PartitionStore, StoreOptions
 
@@ -48,7 +48,12 @@ class StateStores:
         held = {p for _, p in assigned}
         return {p for p in held if all((t, p) in assigned for t in topics)}
 
-    def open(self, partition: int, committed: dict[tuple[str, int], int]) -> PartitionStore:
+    def open(
+        self,
+        partition: int,
+        committed: dict[tuple[str, int], int],
+        derivation: Derivation | None = None,
+    ) -> PartitionStore:
         store, report = self._restorer.open(
             self._state_dir / self._spec.role / f"partition-{partition}",
             self._spec.tables,
@@ -56,6 +61,7 @@ class StateStores:
             self._changelog_topic,
             partition,
             committed,
+            derivation,
         )
         self._open[partition] = store
         self.reports.append(report)

@@ -6,21 +6,25 @@ work finishes; the broker and the RocksDB stores are real.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from schemas.deadletter import DeadLetter  # noqa: F401  (the loop's dead-letter model)
+from streamcrawl.batch import Batch, BatchHandler, Row
 from streamcrawl.handler import BaseHandler, Context, Deferred, Record
 from streamcrawl.loop import ServiceLoop
+from streamcrawl.recovery import Derived
 from streamcrawl.service import build_loop, service_spec
 from streamcrawl.settings import Settings
 from streamcrawl.spec import Input
-from tests.integration.ledger import LedgerHandler, ledger_spec
+from tests.integration.ledger import Entry, LedgerHandler, ledger_spec
 from tests.support import Deployment, TopicReader, produce_json
 
 pytestmark = pytest.mark.kafka
@@ -197,3 +201,166 @@ def test_out_of_order_completion_commits_only_the_contiguous_watermark(
     out.read_until(lambda ms: len(ms) == 5, 30, "five outputs")
     assert sorted(out.values()) == [0, 1, 2, 3, 4]
     checker.close()
+
+
+class BatchLedger(BatchHandler):
+    """The ledger's totals, kept by a batch handler: a negative amount is rejected, an amount of
+    13 raises, and each batch's outputs go out as rows."""
+
+    def __init__(self, output_topic: str) -> None:
+        self.output_topic = output_topic
+        self.batch_sizes: list[int] = []
+
+    def handle_batch(self, batch: Batch) -> None:
+        self.batch_sizes.append(len(batch.records))
+        rows: list[Row] = []
+        for record in batch.records:
+            entry: Entry = record.value
+            if entry.amount < 0:
+                batch.reject(record, "negative amount")
+                continue
+            try:
+                if entry.amount == 13:
+                    raise ValueError("unlucky amount")
+            except ValueError as error:
+                batch.failed(record, error)
+                continue
+            accounts = batch.table("accounts", record)
+            account = (record.key or "").encode()
+            raw = accounts.get(account)
+            count, total = json.loads(raw) if raw else (0, 0)
+            accounts.put(account, json.dumps([count + 1, total + entry.amount]).encode())
+            rows.append((record.key, json.dumps(entry.id).encode(), None))
+        batch.produce_rows(self.output_topic, rows)
+
+
+def test_a_batch_handler_gets_a_cycle_at_once_and_the_kernel_dead_letters_its_rejects(
+    kafka_bootstrap: str, tmp_path: Path, loops: list[ServiceLoop]
+) -> None:
+    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=1)
+    deployment.create_for_role("ledger", ("in",), ("out",))
+    out = TopicReader(deployment.bootstrap, deployment.topic("out"))
+    amounts = [5, -1, 13, *range(20, 60)]
+    produce_json(
+        deployment.bootstrap,
+        deployment.topic("in"),
+        [(f"acct-{i % 4}", {"id": i, "amount": amount}) for i, amount in enumerate(amounts)],
+    )
+    expected: dict[bytes, list[int]] = {}
+    for i, amount in enumerate(amounts):
+        if amount >= 0 and amount != 13:
+            n, total = expected.get(f"acct-{i % 4}".encode(), [0, 0])
+            expected[f"acct-{i % 4}".encode()] = [n + 1, total + amount]
+
+    def run(instance: str) -> tuple[ServiceLoop, BatchLedger]:
+        settings = in_process_settings(deployment, instance)
+        handler = BatchLedger(deployment.topic("out"))
+        loop = build_loop(ledger_spec(settings, ["in"]), handler, settings)
+        loops.append(loop)
+        loop.subscribe()
+        cycle_until(loop, lambda: bool(loop.restore_reports) and len(out.poll()) >= 41)
+        return loop, handler
+
+    loop, handler = run("x")
+    assert accounts_of(loop) == expected
+    assert sum(handler.batch_sizes) == len(amounts) and len(handler.batch_sizes) < len(amounts)
+    assert sorted(out.values()) == [i for i, a in enumerate(amounts) if a >= 0 and a != 13]
+    letters = TopicReader(deployment.bootstrap, deployment.topic("deadletter"))
+    letters.read_until(lambda ms: len(ms) == 2, 30, "two dead letters")
+    by_offset = {letter["offset"]: letter for letter in letters.values()}
+    assert by_offset[1]["error"] == "negative amount"
+    assert by_offset[2]["error"] == "handler error: ValueError: unlucky amount"
+    for offset in (1, 2):  # the raw message as payload, as for a per-record handler
+        assert (
+            base64.urlsafe_b64decode(by_offset[offset]["payload"])
+            == json.dumps({"id": offset, "amount": amounts[offset]}).encode()
+        )
+    close(loop, loops)
+
+    shutil.rmtree(tmp_path / "state" / "x")
+    rebuilt, _ = run("x")
+    assert rebuilt.restore_reports[0].full and accounts_of(rebuilt) == expected
+    close(rebuilt, loops)
+
+
+class RankedLedger(BatchHandler):
+    """The ledger's totals plus a derived table, `ranks`: one key per account, total first, so
+    accounts can be listed by total. `ranks` is rebuilt on restore, never in the changelog."""
+
+    derived_tables = frozenset({"ranks"})
+
+    def __init__(self, output_topic: str) -> None:
+        self.output_topic = output_topic
+
+    @staticmethod
+    def derive(table: str, key: bytes, old: bytes | None, new: bytes | None) -> Derived:
+        if table != "accounts":
+            return []
+        writes: Derived = []
+        if old is not None:
+            writes.append(("ranks", b"%08d:%s" % (json.loads(old)[1], key), None))
+        if new is not None:
+            writes.append(("ranks", b"%08d:%s" % (json.loads(new)[1], key), b""))
+        return writes
+
+    def handle_batch(self, batch: Batch) -> None:
+        rows: list[Row] = []
+        for record in batch.records:
+            entry: Entry = record.value
+            account = (record.key or "").encode()
+            accounts = batch.table("accounts", record)
+            ranks = batch.table("ranks", record)
+            raw = accounts.get(account)
+            count, total = json.loads(raw) if raw else (0, 0)
+            if raw:
+                ranks.delete(b"%08d:%s" % (total, account))
+            count, total = count + 1, total + entry.amount
+            accounts.put(account, json.dumps([count, total]).encode())
+            ranks.put(b"%08d:%s" % (total, account), b"")
+            rows.append((record.key, json.dumps(entry.id).encode(), None))
+        batch.produce_rows(self.output_topic, rows)
+
+
+def test_a_derived_table_has_no_changelog_and_is_rebuilt_in_full_and_tail_restores(
+    kafka_bootstrap: str, tmp_path: Path, loops: list[ServiceLoop]
+) -> None:
+    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=1)
+    deployment.create_for_role("ledger", ("in",), ("out",))
+    out = TopicReader(deployment.bootstrap, deployment.topic("out"))
+
+    def run(instance: str, outputs: int) -> ServiceLoop:
+        settings = in_process_settings(deployment, instance)
+        spec = ledger_spec(settings, ["in"])
+        spec = replace(spec, tables=("accounts", "ranks"))
+        loop = build_loop(spec, RankedLedger(deployment.topic("out")), settings)
+        loops.append(loop)
+        loop.subscribe()
+        cycle_until(loop, lambda: bool(loop.restore_reports) and len(out.poll()) >= outputs)
+        return loop
+
+    def ranks(loop: ServiceLoop) -> list[bytes]:
+        store = loop.store(0)
+        assert store is not None
+        return [key for key, _ in store.scan("ranks")]
+
+    def expected(count: int) -> list[bytes]:
+        return sorted(
+            b"%08d:%s" % (total, key) for key, (_, total) in expected_accounts(count, 5).items()
+        )
+
+    produce_entries(deployment, 0, 30, accounts=5)
+    first = run("x", 30)
+    assert ranks(first) == expected(30)
+    close(first, loops)
+    produce_entries(deployment, 30, 30, accounts=5)  # every account's total moves on
+    second = run("y", 60)
+    assert second.restore_reports[0].full and ranks(second) == expected(60)
+    close(second, loops)
+    changelog = TopicReader(deployment.bootstrap, deployment.topic("changelog.ledger"))
+    changelog.read_until(lambda ms: len(ms) >= 10, 30, "changelog records")
+    assert {m.key().split(b"\x00")[0] for m in changelog.messages} == {b"accounts"}
+
+    kept = run("x", 60)  # x's store is 30 entries behind: a tail replay moves its ranks
+    assert not kept.restore_reports[0].full
+    assert accounts_of(kept) == expected_accounts(60, 5) and ranks(kept) == expected(60)
+    close(kept, loops)

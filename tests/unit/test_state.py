@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from streamcrawl.settings import StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Table, Transaction
 
@@ -56,4 +58,43 @@ def test_get_many_reads_every_layer_in_key_order_of_the_request(tmp_path: Path) 
     assert table.get_many(keys) == [table.get(key) for key in keys]
     assert table.get_many([]) == []
     assert store.get_many("queue", [b"b", b"zz"]) == [b"old", None]
+    store.close()
+
+
+def test_put_many_is_put_of_each_key_with_its_source(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.write({("queue", b"b0"): b"stored"}, "cl", 0)
+    bulk, single = Transaction(store), Transaction(store)
+    bulk.put("queue", b"b2", b"first", "in:0:1")
+    single.put("queue", b"b2", b"first", "in:0:1")
+    # New keys only (the bulk path), then keys already written, a key twice, a timer's (no source).
+    batches: list[tuple[list[bytes], list[bytes], str | None]] = [
+        ([b"b3", b"b1"], [b"3", b"1"], "in:0:2"),
+        ([b"b2", b"b4"], [b"2", b"4"], "in:0:3"),
+        ([b"b5", b"b5"], [b"x", b"5"], "in:0:4"),
+        ([b"b3", b"b6"], [b"three", b"6"], None),
+    ]
+    for keys, values, source in batches:
+        bulk.put_many("queue", keys, values, source)
+        for key, value in zip(keys, values, strict=True):
+            single.put("queue", key, value, source)
+        assert bulk.writes == single.writes and bulk.sources == single.sources
+        assert list(bulk.scan("queue", b"b")) == list(single.scan("queue", b"b"))
+    assert [key for key, _ in bulk.scan("queue", b"b")] == [
+        b"b0",
+        b"b1",
+        b"b2",
+        b"b3",
+        b"b4",
+        b"b5",
+        b"b6",
+    ]
+    assert ("queue", b"b3") not in bulk.sources
+    store.close()
+
+
+def test_put_many_wants_a_value_per_key(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    with pytest.raises(ValueError):
+        Transaction(store).put_many("queue", [b"a", b"b"], [b"1"], None)
     store.close()

@@ -8,10 +8,10 @@ from typing import Any
 
 from linkgraph.handler import LinkGraphHandler, LinkGraphTopics, decode_in_link
 from linkgraph.queries import Query, answer
-from schemas.deadletter import DeadLetter
 from schemas.links import PageLinks
 from schemas.partitioning import partition_for_key
-from schemas.serde import decode, encode
+from schemas.serde import encode
+from streamcrawl.batch import apply_batch
 from streamcrawl.handler import Context, Output, Record
 from streamcrawl.settings import StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Transaction
@@ -51,27 +51,22 @@ class GraphHarness:
         return self._apply_cycle(topic, partition, [value])
 
     def _apply_cycle(self, topic: str, partition: int, values: list[Any]) -> list[Output]:
-        """Several messages in one cycle, as the loop runs them: a child transaction each, merged,
-        then the cycle's `on_tick` (where the handler applies them) and one write. Returns the
-        re-keyed outputs; dead letters are collected (their reasons) in `dead_letters`."""
+        """Several messages in one cycle, as the loop runs them: one batch (`apply_batch`), then
+        the cycle's `on_tick` and one write. Returns the re-keyed outputs; dead letters are
+        collected (their reasons) in `dead_letters`."""
         top = Transaction(self.stores[partition])
-        outputs: list[Output] = []
+        records = []
         for value in values:
             self.offset += 1
-            child = Transaction(top)
-            source = f"{topic}:{partition}:{self.offset}"
-            ctx = Context(partition=partition, transaction=child, source=source)
-            self.handler.handle(Record(topic, partition, self.offset, None, value, [], 0), ctx)
-            assert ctx.dead_letter_reason is None and not child.writes and not ctx.outputs
-            child.merge_into_parent()
+            records.append(Record(topic, partition, self.offset, None, value, [], 0))
+        batch = apply_batch(self.handler, partition, records, top)
+        self.dead_letters.extend(rejection.reason for rejection in batch.rejections)
+        outputs: list[Output] = list(batch.outputs)
+        for row_topic, rows in batch.rows:
+            outputs.extend(Output(row_topic, key, value, target) for key, value, target in rows)
         tick = Context(partition=partition, transaction=top)
         self.handler.on_tick(tick)
-        for output in tick.outputs:
-            if output.topic == self.topics.dead_letters:
-                assert output.value is not None
-                self.dead_letters.append(decode(DeadLetter, output.value).error)
-            else:
-                outputs.append(output)
+        assert not tick.outputs
         self.last_sources = dict(top.sources)
         self.stores[partition].write(top.writes, "changelog", None)
         return outputs

@@ -1,4 +1,4 @@
-"""Records are applied at the cycle's `on_tick`: each one whole or not at all, failures routed."""
+"""A cycle's records are applied as one batch: each one whole or not at all, failures routed."""
 
 from __future__ import annotations
 
