@@ -14,9 +14,10 @@ For a page arriving on `pages`:
    page's offset, then writes the index.
 
 The expensive part of a new body is compressing it twice (zstd for the blob, gzip for the WARC).
-With an executor, the blob (zstd, temporary file, rename) is handed to its one thread and `handle`
-returns without waiting, so the next page's records are built while that blob is compressed (zstd,
-ISA-L, hashlib and file writes release the GIL). The body's hash is checked first, on this thread,
+With an executor, the blob (zstd, temporary file, rename) is handed to its one thread
+(`storage.handoff`, one job per cycle) and `handle` returns without waiting, so the next page's
+records are built while that blob is compressed (zstd, ISA-L, hashlib and file writes release the
+GIL). The body's hash is checked first, on this thread,
 so a body that does not match is dead-lettered before anything is written. The loop calls
 `on_tick` after the last `handle` of a cycle and before it delivers, commits and writes the index
 (streamcrawl.loop, steps 3 to 6): `on_tick` waits for every blob handed off, so no offset is
@@ -40,12 +41,13 @@ supervisor restarted the instance; what had reached the disk already is found ag
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 
 from schemas.pages import FetchedPage
 from storage import metrics
 from storage.blobs import BlobStore, BlobWrite, blob_path, is_sha256_hex
 from storage.exceptions import StorageUnavailableError, WarcError
+from storage.handoff import BlobHandoff
 from storage.index import (
     TABLE,
     Change,
@@ -82,8 +84,7 @@ class StorageHandler(BaseHandler):
         self._blobs = blobs
         self._warc = warc
         self._history_limit = history_limit
-        self._executor = executor
-        self._pending: list[Future[BlobWrite]] = []
+        self._handoff = BlobHandoff(blobs, executor) if executor is not None else None
         self._failure: OSError | WarcError | None = None
 
     @staticmethod
@@ -129,15 +130,20 @@ class StorageHandler(BaseHandler):
     def on_stop(self) -> None:
         self.settle()
 
+    def close(self) -> None:
+        """Let the blob thread's job end without settling (the service is stopping on an error and
+        commits nothing more), so the executor can shut down."""
+        if self._handoff is not None:
+            self._handoff.close()
+
     def settle(self) -> None:
         """Wait for every blob handed to the executor; raise StorageUnavailableError if the disk
         failed a write since the last settle (the loop then stops before it commits)."""
-        pending, self._pending = self._pending, []
-        for future in pending:
-            try:
-                self._count_blob(future.result())
-            except OSError as error:
-                self._failure = self._failure or error
+        if self._handoff is not None:
+            written, failure = self._handoff.settle()
+            for blob in written:
+                self._count_blob(blob)
+            self._failure = self._failure or failure
         if self._failure is not None:
             raise StorageUnavailableError(
                 f"storage cannot write under {self._blobs.root}: {self._failure}"
@@ -165,10 +171,10 @@ class StorageHandler(BaseHandler):
 
     def _store(self, history: PageHistory | None, page: FetchedPage, body: bytes) -> PageHistory:
         """A new version: its blob (handed off when there is an executor) and its records."""
-        if self._executor is None:
+        if self._handoff is None:
             self._count_blob(self._blobs.put(page.sha256, body))
         else:
-            self._pending.append(self._executor.submit(self._blobs.put, page.sha256, body))
+            self._handoff.put(page.sha256, body)
         written = self._warc.write_response(page, body)
         metrics.PAGES_STORED.inc()
         metrics.BYTES_WRITTEN.inc(written.bytes_written)
