@@ -86,6 +86,7 @@ class StorageHandler(BaseHandler):
         self._history_limit = history_limit
         self._handoff = BlobHandoff(blobs, executor) if executor is not None else None
         self._failure: OSError | WarcError | None = None
+        self._counts = metrics.StorageCounts()
 
     @staticmethod
     def tables() -> tuple[str, ...]:
@@ -103,12 +104,12 @@ class StorageHandler(BaseHandler):
         history = decode_history(table.get(key))
         change = classify(history, page)
         if change is Change.REDELIVERED:
-            metrics.REDELIVERED.inc()
+            self._counts.redelivered += 1
             return
         if change is Change.UNMATCHED_REVISIT:
             # No body came and none is stored under the URL with that hash (this storage joined
             # after the first fetch): there is nothing to point a revisit record at.
-            metrics.REVISITS_UNMATCHED.inc()
+            self._counts.revisits_unmatched += 1
             return
         problem = None if page.revisit else body_problem(page, body)
         if problem is not None:
@@ -144,22 +145,22 @@ class StorageHandler(BaseHandler):
             for blob in written:
                 self._count_blob(blob)
             self._failure = self._failure or failure
+        self._counts.publish()
         if self._failure is not None:
             raise StorageUnavailableError(
                 f"storage cannot write under {self._blobs.root}: {self._failure}"
             ) from self._failure
 
     def _count_blob(self, blob: BlobWrite) -> None:
-        metrics.BYTES_WRITTEN.inc(blob.stored_bytes)
-        if blob.written:
-            metrics.BLOBS_WRITTEN.inc()
+        self._counts.bytes_written += blob.stored_bytes
+        self._counts.blobs_written += 1 if blob.written else 0
 
     def _revisit(self, history: PageHistory, page: FetchedPage) -> PageHistory:
         latest = history.latest
         target = RevisitTarget(latest.warc_record_id, latest.final_url, latest.warc_date)
         written = self._warc.write_revisit(page, target)
-        metrics.PAGES_UNCHANGED.inc()
-        metrics.BYTES_WRITTEN.inc(written.bytes_written)
+        self._counts.pages_unchanged += 1
+        self._counts.bytes_written += written.bytes_written
         location = written.location
         reference = RecordRef(
             warc_file=location.file,
@@ -176,8 +177,8 @@ class StorageHandler(BaseHandler):
         else:
             self._handoff.put(page.sha256, body)
         written = self._warc.write_response(page, body)
-        metrics.PAGES_STORED.inc()
-        metrics.BYTES_WRITTEN.inc(written.bytes_written)
+        self._counts.pages_stored += 1
+        self._counts.bytes_written += written.bytes_written
         location = written.location
         version = PageVersion(
             fetched_at=page.fetched_at,
