@@ -56,7 +56,9 @@ from storage.index import (
     RecordRef,
     classify,
     decode_history,
+    encode_first_history,
     encode_history,
+    version_fields,
     with_new_version,
     with_revisit,
 )
@@ -123,7 +125,7 @@ class StorageHandler(BaseHandler):
         except (OSError, WarcError) as error:
             self._failure = error
             return
-        table.put(key, encode_history(updated))
+        table.put(key, updated)
 
     def on_tick(self, ctx: Context) -> None:
         self.settle()
@@ -155,7 +157,7 @@ class StorageHandler(BaseHandler):
         self._counts.bytes_written += blob.stored_bytes
         self._counts.blobs_written += 1 if blob.written else 0
 
-    def _revisit(self, history: PageHistory, page: FetchedPage) -> PageHistory:
+    def _revisit(self, history: PageHistory, page: FetchedPage) -> bytes:
         latest = history.latest
         target = RevisitTarget(latest.warc_record_id, latest.final_url, latest.warc_date)
         written = self._warc.write_revisit(page, target)
@@ -168,10 +170,11 @@ class StorageHandler(BaseHandler):
             warc_length=location.length,
             record_id=location.record_id,
         )
-        return with_revisit(history, page, reference)
+        return encode_history(with_revisit(history, page, reference))
 
-    def _store(self, history: PageHistory | None, page: FetchedPage, body: bytes) -> PageHistory:
-        """A new version: its blob (handed off when there is an executor) and its records."""
+    def _store(self, history: PageHistory | None, page: FetchedPage, body: bytes) -> bytes:
+        """A new version: its blob (handed off when there is an executor), its records and the
+        URL's encoded history."""
         if self._handoff is None:
             self._count_blob(self._blobs.put(page.sha256, body))
         else:
@@ -180,16 +183,8 @@ class StorageHandler(BaseHandler):
         self._counts.pages_stored += 1
         self._counts.bytes_written += written.bytes_written
         location = written.location
-        version = PageVersion(
-            fetched_at=page.fetched_at,
-            last_fetched_at=page.fetched_at,
-            status=page.status,
-            content_hash=page.sha256,
-            content_type=page.content_type,
-            body_size=page.body_size,
-            truncated=page.truncated,
-            crawl_id=page.crawl_id,
-            final_url=page.final_url,
+        version = version_fields(
+            page,
             blob=blob_path(page.sha256),
             warc_file=location.file,
             warc_offset=location.offset,
@@ -197,4 +192,7 @@ class StorageHandler(BaseHandler):
             warc_record_id=location.record_id,
             warc_date=warc_date(page.fetched_at),
         )
-        return with_new_version(history, page, version, self._history_limit)
+        if history is None:
+            return encode_first_history(page, version)
+        changed = with_new_version(history, page, PageVersion(**version), self._history_limit)
+        return encode_history(changed)
