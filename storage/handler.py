@@ -140,8 +140,13 @@ class StorageHandler(BaseHandler):
             self._handoff.close()
 
     def settle(self) -> None:
-        """Wait for every blob handed to the executor; raise StorageUnavailableError if the disk
-        failed a write since the last settle (the loop then stops before it commits)."""
+        """Write out the WARC records and wait for every blob handed to the executor; raise
+        StorageUnavailableError if the disk failed a write since the last settle (the loop then
+        stops before it commits)."""
+        try:
+            self._warc.flush()
+        except WarcError as error:
+            self._failure = self._failure or error
         if self._handoff is not None:
             written, failure = self._handoff.settle()
             for blob in written:

@@ -4,7 +4,10 @@ For each fetch it writes the response (or, for an unchanged page, a revisit reco
 identical-payload-digest profile pointing at the earlier response) followed by the request, each its
 own gzip member (ISA-L deflate: the same format as zlib's, several times faster), to the current
 file of the page's crawl (layout in `storage.warcfiles`). A file is rotated before it would pass
-`warc_max_bytes`; each file begins with a warcinfo record.
+`warc_max_bytes`; each file begins with a warcinfo record. A fetch's records are held in memory
+and written out by `flush`, which the handler calls before the loop commits (and sooner once a file
+holds a megabyte): one write per cycle, where one per page cost a syscall per page. What a crash
+loses of them was not committed, so it comes again.
 
 Fields: WARC-Target-URI (the URL the body came from), WARC-Date (the fetch time, milliseconds),
 WARC-Payload-Digest and WARC-Block-Digest (sha256, base32), WARC-Truncated: length when the fetcher
@@ -29,7 +32,7 @@ import io
 import os
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
@@ -69,6 +72,8 @@ from streamcrawl.crashpoints import CrashPoints
 
 FILE_PREFIX = "streamcrawl"
 REMEMBERED_RECORDS = 50_000
+WRITE_OUT_BYTES = 1 << 20
+"""Records held for a file before they are written out even though no `flush` came."""
 SERVER_NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 """Record ids kept for redelivery detection: far more than can be uncommitted at once (at most
 `loop.max_uncommitted_per_partition`, 500 by default, per partition held)."""
@@ -120,8 +125,16 @@ class _OpenFile:
     relative: str
     handle: BinaryIO
     size: int
+    """Where the next record goes: the bytes in the file and those held in `held`."""
+    written: int
+    """The bytes in the file."""
     records_from: int = 0
     """Where the first fetch's records begin (after the warcinfo record)."""
+    held: list[bytes] = field(default_factory=list)
+    """Records appended since the last write-out, in order."""
+    held_lines: list[tuple[str, int, int]] = field(default_factory=list)
+    """Their journal lines (record id, offset, length), which go to the journal once they are
+    written: a line never reaches the journal before its records reach the file."""
 
 
 class WarcWriter:
@@ -285,17 +298,43 @@ class WarcWriter:
         return self._member(head, message, RECORD_END, level=0)  # a few hundred bytes: level 0
 
     def append(self, prepared: PreparedFetch) -> WrittenFetch:
-        """Write prepared records to the crawl's current file (nothing when already written)."""
+        """Add prepared records to the crawl's current file (nothing when already written). They
+        are written out by the next `flush` (or once a file holds `WRITE_OUT_BYTES`): one write a
+        cycle, not one a page."""
         if prepared.known is not None:
             return WrittenFetch(prepared.known, 0)
-        data = prepared.main + prepared.request
-        current = self._file_for(prepared.crawl_id, len(data))
+        length = len(prepared.main) + len(prepared.request)
+        current = self._file_for(prepared.crawl_id, length)
         main_id = prepared.main_id
         location = WarcLocation(current.relative, current.size, len(prepared.main), main_id)
-        self._append(current, data)
-        self._remember(prepared.main_id, location)
-        self._journal.append(prepared.main_id, location.file, location.offset, location.length)
-        return WrittenFetch(location, len(data))
+        if self._crash is not None:  # a test's crash point: the fetch is written at once, halved
+            self._write_out(current)
+            self._append(current, prepared.main + prepared.request)
+            self._journal.append(main_id, location.file, location.offset, location.length)
+        else:
+            current.held += (prepared.main, prepared.request)
+            current.held_lines.append((main_id, location.offset, location.length))
+            current.size += length
+            if current.size - current.written >= WRITE_OUT_BYTES:
+                self._write_out(current)
+        self._remember(main_id, location)
+        return WrittenFetch(location, length)
+
+    def flush(self) -> None:
+        """Write out every record appended so far (the handler calls this before the loop
+        commits): WarcError if the disk refused them."""
+        for current in list(self._open.values()):
+            self._write_out(current)
+
+    def _write_out(self, current: _OpenFile) -> None:
+        if not current.held:
+            return
+        data = b"".join(current.held)
+        self._append(current, data, crash_point=False)
+        current.held.clear()
+        for key, offset, length in current.held_lines:
+            self._journal.append(key, current.relative, offset, length)
+        current.held_lines.clear()
 
     def _append(self, current: _OpenFile, data: bytes, *, crash_point: bool = True) -> None:
         try:
@@ -313,12 +352,18 @@ class WarcWriter:
         except OSError as error:
             self._abandon(current)
             raise WarcError(f"cannot append to {current.relative}: {error}") from error
-        current.size += len(data)
+        current.written += len(data)
+        current.size = max(current.size, current.written)  # written straight, nothing was held
 
     def _abandon(self, current: _OpenFile) -> None:
-        """After a failed write: cut what part of it landed, and begin a new file next time."""
+        """After a failed write: cut what part of it landed, forget the records held for it, and
+        begin a new file next time."""
+        for key, _, _ in current.held_lines:
+            self._known.pop(key, None)
+        current.held.clear()
+        current.held_lines.clear()
         try:
-            current.handle.truncate(current.size)
+            current.handle.truncate(current.written)
             current.handle.close()
             self._journal.flush()  # its lines are needed once the marker is gone
         except OSError:
@@ -358,12 +403,14 @@ class WarcWriter:
         info = self._builder.create_warcinfo_record(
             name, {"software": "streamcrawl", "format": "WARC File Format 1.1"}
         )
-        current = _OpenFile(path, path.relative_to(self.root).as_posix(), handle, handle.tell())
+        start = handle.tell()
+        current = _OpenFile(path, path.relative_to(self.root).as_posix(), handle, start, start)
         self._append(current, self._serialize(info), crash_point=False)
         current.records_from = current.size
         return current
 
     def _close(self, directory: str) -> None:
+        self._write_out(self._open[directory])
         current = self._open.pop(directory)
         current.handle.close()
         self._journal.flush()  # a restart finds this file's records in the journal, not by a walk
