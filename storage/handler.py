@@ -17,13 +17,14 @@ The expensive part of a new body is compressing it twice (zstd for the blob, gzi
 With an executor, the blob (zstd, temporary file, rename) is handed to its one thread
 (`storage.handoff`, one job per cycle) and `handle` returns without waiting, so the next page's
 records are built while that blob is compressed (zstd, ISA-L, hashlib and file writes release the
-GIL). The body's hash is checked first, on this thread,
-so a body that does not match is dead-lettered before anything is written. The loop calls
-`on_tick` after the last `handle` of a cycle and before it delivers, commits and writes the index
-(streamcrawl.loop, steps 3 to 6): `on_tick` waits for every blob handed off, so no offset is
-committed and no index entry is written before its blob is on disk. The fetcher's sha256 is
-checked once (here) and then trusted for the blob's name and the WARC-Payload-Digest; the only
-second pass over the body is the WARC-Block-Digest, which covers the HTTP header block as well.
+GIL). The body's hash is checked first, on this thread, so a body that does not match is
+dead-lettered before anything is written. The WARC writer holds the cycle's records in memory. The
+loop calls `on_tick` after the last `handle` of a cycle and before it delivers, commits and writes
+the index (streamcrawl.loop, steps 3 to 6): `on_tick` writes the records out and waits for every
+blob handed off, so no offset is committed and no index entry is written before its records and
+its blob are on disk. The fetcher's sha256 is checked once (here) and then trusted for the blob's
+name and the WARC-Payload-Digest; the only second pass over the body is the WARC-Block-Digest,
+which covers the HTTP header block as well.
 
 The blob and the WARC records are on disk before the offset is committed. A crash in between
 redelivers the page to an index that does not have it: the blob is already there (content

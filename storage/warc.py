@@ -72,11 +72,11 @@ from streamcrawl.crashpoints import CrashPoints
 
 FILE_PREFIX = "streamcrawl"
 REMEMBERED_RECORDS = 50_000
-WRITE_OUT_BYTES = 1 << 20
-"""Records held for a file before they are written out even though no `flush` came."""
-SERVER_NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 """Record ids kept for redelivery detection: far more than can be uncommitted at once (at most
 `loop.max_uncommitted_per_partition`, 500 by default, per partition held)."""
+WRITE_OUT_BYTES = 1 << 20
+"""Bytes of records held for a file before they are written out even though no `flush` came."""
+SERVER_NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 CRASH_MID_WARC = "storage_mid_warc"
 """Crash point: half of a fetch's records are in the file, the rest never will be."""
 
