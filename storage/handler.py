@@ -33,8 +33,9 @@ addressed, not written again), and the WARC writer returns the records it alread
 with the same single entry either way.
 
 A disk that fails a write (OSError: full, read-only, I/O error) is not the page's fault, so the
-page is not dead-lettered: the handler stops handling, the next `on_tick` raises
-`StorageUnavailableError`, and the service stops before the cycle commits anything. Every page of
+page is not dead-lettered: the handler stops handling, the next `on_tick` drops the WARC records
+still held and raises `StorageUnavailableError`, and the service stops before the cycle commits
+anything. Every page of
 that cycle (and after) stays in `pages` and is stored once an operator has fixed the disk and the
 supervisor restarted the instance; what had reached the disk already is found again, not doubled.
 """
@@ -155,6 +156,7 @@ class StorageHandler(BaseHandler):
             self._failure = self._failure or failure
         self._counts.publish()
         if self._failure is not None:
+            self._warc.discard_held()
             raise StorageUnavailableError(
                 f"storage cannot write under {self._blobs.root}: {self._failure}"
             ) from self._failure

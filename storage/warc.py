@@ -326,6 +326,16 @@ class WarcWriter:
         for current in list(self._open.values()):
             self._write_out(current)
 
+    def discard_held(self) -> None:
+        """Forget the records not yet written out (the cycle failed and commits nothing: its
+        pages come again), so closing after a failed disk writes nothing more to it."""
+        for current in self._open.values():
+            for key, _, _ in current.held_lines:
+                self._known.pop(key, None)
+            current.size = current.written
+            current.held.clear()
+            current.held_lines.clear()
+
     def _write_out(self, current: _OpenFile) -> None:
         if not current.held:
             return
@@ -362,6 +372,7 @@ class WarcWriter:
             self._known.pop(key, None)
         current.held.clear()
         current.held_lines.clear()
+        current.size = current.written
         try:
             current.handle.truncate(current.written)
             current.handle.close()
