@@ -49,6 +49,7 @@ from schemas.pages import FetchedPage
 from storage import metrics
 from storage.blobs import BlobStore, BlobWrite, blob_path, is_sha256_hex
 from storage.exceptions import StorageUnavailableError, WarcError
+from storage.fetchrecords import RevisitTarget
 from storage.handoff import BlobHandoff
 from storage.index import (
     TABLE,
@@ -65,7 +66,7 @@ from storage.index import (
     with_revisit,
 )
 from storage.records import warc_date
-from storage.warc import RevisitTarget, WarcWriter
+from storage.warc import WarcWriter
 from streamcrawl.handler import BaseHandler, Context, Record
 
 
