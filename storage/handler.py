@@ -14,15 +14,17 @@ For a page arriving on `pages`:
    page's offset, then writes the index.
 
 The expensive part of a new body is compressing it twice (zstd for the blob, gzip for the WARC).
-With an executor, the blob (zstd, temporary file, rename) is handed to its one thread and `handle`
-returns without waiting, so the next page's records are built while that blob is compressed (zstd,
-ISA-L, hashlib and file writes release the GIL). The body's hash is checked first, on this thread,
-so a body that does not match is dead-lettered before anything is written. The loop calls
-`on_tick` after the last `handle` of a cycle and before it delivers, commits and writes the index
-(streamcrawl.loop, steps 3 to 6): `on_tick` waits for every blob handed off, so no offset is
-committed and no index entry is written before its blob is on disk. The fetcher's sha256 is
-checked once (here) and then trusted for the blob's name and the WARC-Payload-Digest; the only
-second pass over the body is the WARC-Block-Digest, which covers the HTTP header block as well.
+With an executor, the blob (zstd, temporary file, rename) is handed to its one thread
+(`storage.handoff`, one job per cycle) and `handle` returns without waiting, so the next page's
+records are built while that blob is compressed (zstd, ISA-L, hashlib and file writes release the
+GIL). The body's hash is checked first, on this thread, so a body that does not match is
+dead-lettered before anything is written. The WARC writer holds the cycle's records in memory. The
+loop calls `on_tick` after the last `handle` of a cycle and before it delivers, commits and writes
+the index (streamcrawl.loop, steps 3 to 6): `on_tick` writes the records out and waits for every
+blob handed off, so no offset is committed and no index entry is written before its records and
+its blob are on disk. The fetcher's sha256 is checked once (here) and then trusted for the blob's
+name and the WARC-Payload-Digest; the only second pass over the body is the WARC-Block-Digest,
+which covers the HTTP header block as well.
 
 The blob and the WARC records are on disk before the offset is committed. A crash in between
 redelivers the page to an index that does not have it: the blob is already there (content
@@ -31,8 +33,9 @@ addressed, not written again), and the WARC writer returns the records it alread
 with the same single entry either way.
 
 A disk that fails a write (OSError: full, read-only, I/O error) is not the page's fault, so the
-page is not dead-lettered: the handler stops handling, the next `on_tick` raises
-`StorageUnavailableError`, and the service stops before the cycle commits anything. Every page of
+page is not dead-lettered: the handler stops handling, the next `on_tick` drops the WARC records
+still held and raises `StorageUnavailableError`, and the service stops before the cycle commits
+anything. Every page of
 that cycle (and after) stays in `pages` and is stored once an operator has fixed the disk and the
 supervisor restarted the instance; what had reached the disk already is found again, not doubled.
 """
@@ -40,12 +43,14 @@ supervisor restarted the instance; what had reached the disk already is found ag
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 
 from schemas.pages import FetchedPage
 from storage import metrics
 from storage.blobs import BlobStore, BlobWrite, blob_path, is_sha256_hex
 from storage.exceptions import StorageUnavailableError, WarcError
+from storage.fetchrecords import RevisitTarget
+from storage.handoff import BlobHandoff
 from storage.index import (
     TABLE,
     Change,
@@ -54,12 +59,14 @@ from storage.index import (
     RecordRef,
     classify,
     decode_history,
+    encode_first_history,
     encode_history,
+    version_fields,
     with_new_version,
     with_revisit,
 )
 from storage.records import warc_date
-from storage.warc import RevisitTarget, WarcWriter
+from storage.warc import WarcWriter
 from streamcrawl.handler import BaseHandler, Context, Record
 
 
@@ -82,9 +89,9 @@ class StorageHandler(BaseHandler):
         self._blobs = blobs
         self._warc = warc
         self._history_limit = history_limit
-        self._executor = executor
-        self._pending: list[Future[BlobWrite]] = []
+        self._handoff = BlobHandoff(blobs, executor) if executor is not None else None
         self._failure: OSError | WarcError | None = None
+        self._counts = metrics.StorageCounts()
 
     @staticmethod
     def tables() -> tuple[str, ...]:
@@ -102,12 +109,12 @@ class StorageHandler(BaseHandler):
         history = decode_history(table.get(key))
         change = classify(history, page)
         if change is Change.REDELIVERED:
-            metrics.REDELIVERED.inc()
+            self._counts.redelivered += 1
             return
         if change is Change.UNMATCHED_REVISIT:
             # No body came and none is stored under the URL with that hash (this storage joined
             # after the first fetch): there is nothing to point a revisit record at.
-            metrics.REVISITS_UNMATCHED.inc()
+            self._counts.revisits_unmatched += 1
             return
         problem = None if page.revisit else body_problem(page, body)
         if problem is not None:
@@ -121,7 +128,7 @@ class StorageHandler(BaseHandler):
         except (OSError, WarcError) as error:
             self._failure = error
             return
-        table.put(key, encode_history(updated))
+        table.put(key, updated)
 
     def on_tick(self, ctx: Context) -> None:
         self.settle()
@@ -129,31 +136,42 @@ class StorageHandler(BaseHandler):
     def on_stop(self) -> None:
         self.settle()
 
+    def close(self) -> None:
+        """Let the blob thread's job end without settling (the service is stopping on an error and
+        commits nothing more), so the executor can shut down."""
+        if self._handoff is not None:
+            self._handoff.close()
+
     def settle(self) -> None:
-        """Wait for every blob handed to the executor; raise StorageUnavailableError if the disk
-        failed a write since the last settle (the loop then stops before it commits)."""
-        pending, self._pending = self._pending, []
-        for future in pending:
-            try:
-                self._count_blob(future.result())
-            except OSError as error:
-                self._failure = self._failure or error
+        """Write out the WARC records and wait for every blob handed to the executor; raise
+        StorageUnavailableError if the disk failed a write since the last settle (the loop then
+        stops before it commits)."""
+        try:
+            self._warc.flush()
+        except WarcError as error:
+            self._failure = self._failure or error
+        if self._handoff is not None:
+            written, failure = self._handoff.settle()
+            for blob in written:
+                self._count_blob(blob)
+            self._failure = self._failure or failure
+        self._counts.publish()
         if self._failure is not None:
+            self._warc.discard_held()
             raise StorageUnavailableError(
                 f"storage cannot write under {self._blobs.root}: {self._failure}"
             ) from self._failure
 
     def _count_blob(self, blob: BlobWrite) -> None:
-        metrics.BYTES_WRITTEN.inc(blob.stored_bytes)
-        if blob.written:
-            metrics.BLOBS_WRITTEN.inc()
+        self._counts.bytes_written += blob.stored_bytes
+        self._counts.blobs_written += 1 if blob.written else 0
 
-    def _revisit(self, history: PageHistory, page: FetchedPage) -> PageHistory:
+    def _revisit(self, history: PageHistory, page: FetchedPage) -> bytes:
         latest = history.latest
         target = RevisitTarget(latest.warc_record_id, latest.final_url, latest.warc_date)
         written = self._warc.write_revisit(page, target)
-        metrics.PAGES_UNCHANGED.inc()
-        metrics.BYTES_WRITTEN.inc(written.bytes_written)
+        self._counts.pages_unchanged += 1
+        self._counts.bytes_written += written.bytes_written
         location = written.location
         reference = RecordRef(
             warc_file=location.file,
@@ -161,28 +179,21 @@ class StorageHandler(BaseHandler):
             warc_length=location.length,
             record_id=location.record_id,
         )
-        return with_revisit(history, page, reference)
+        return encode_history(with_revisit(history, page, reference))
 
-    def _store(self, history: PageHistory | None, page: FetchedPage, body: bytes) -> PageHistory:
-        """A new version: its blob (handed off when there is an executor) and its records."""
-        if self._executor is None:
+    def _store(self, history: PageHistory | None, page: FetchedPage, body: bytes) -> bytes:
+        """A new version: its blob (handed off when there is an executor), its records and the
+        URL's encoded history."""
+        if self._handoff is None:
             self._count_blob(self._blobs.put(page.sha256, body))
         else:
-            self._pending.append(self._executor.submit(self._blobs.put, page.sha256, body))
+            self._handoff.put(page.sha256, body)
         written = self._warc.write_response(page, body)
-        metrics.PAGES_STORED.inc()
-        metrics.BYTES_WRITTEN.inc(written.bytes_written)
+        self._counts.pages_stored += 1
+        self._counts.bytes_written += written.bytes_written
         location = written.location
-        version = PageVersion(
-            fetched_at=page.fetched_at,
-            last_fetched_at=page.fetched_at,
-            status=page.status,
-            content_hash=page.sha256,
-            content_type=page.content_type,
-            body_size=page.body_size,
-            truncated=page.truncated,
-            crawl_id=page.crawl_id,
-            final_url=page.final_url,
+        version = version_fields(
+            page,
             blob=blob_path(page.sha256),
             warc_file=location.file,
             warc_offset=location.offset,
@@ -190,4 +201,7 @@ class StorageHandler(BaseHandler):
             warc_record_id=location.record_id,
             warc_date=warc_date(page.fetched_at),
         )
-        return with_new_version(history, page, version, self._history_limit)
+        if history is None:
+            return encode_first_history(page, version)
+        changed = with_new_version(history, page, PageVersion(**version), self._history_limit)
+        return encode_history(changed)

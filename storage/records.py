@@ -31,6 +31,12 @@ from schemas.pages import FetchedPage
 RECORD_NAMESPACE = uuid.UUID("6f1b8f5e-3c2a-4f4e-9a57-2a0c0e7d7b11")
 _ENCODING_HEADERS = {"content-encoding", "transfer-encoding"}
 _LINE_BREAKS = re.compile(r"[\r\n]+")
+_REASONS = {status.value: status.phrase for status in http.HTTPStatus}
+_SIMPLE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#\[\]]*)(/[^?#]*)?(?:\?([^#]*))?(?:#.*)?")
+"""An absolute URL `urlsplit` takes apart by its delimiters alone (checked printable ASCII first):
+netloc without IPv6 brackets, then path, query, fragment."""
+_VARIANT_DIGIT = {f"{n:x}": f"{n & 0x3 | 0x8:x}" for n in range(16)}
+"""A hex digit with its top two bits set to RFC 4122's variant, 10."""
 
 
 _NAMESPACE_BYTES = RECORD_NAMESPACE.bytes
@@ -44,13 +50,11 @@ RECORD_END = b"\r\n\r\n"
 
 
 def record_id(kind: str, page: FetchedPage) -> str:
-    """`<urn:uuid:...>` of uuid5(RECORD_NAMESPACE, name), without building a UUID object."""
+    """`<urn:uuid:...>` of uuid5(RECORD_NAMESPACE, name), without building a UUID object: the
+    SHA-1's first 32 hex digits with the version digit made 5 and the variant bits 10."""
     name = f"{kind}\n{page.url}\n{page.fetched_at}\n{page.lease_id}"
-    raw = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name.encode()).digest()[:16])
-    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
-    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = raw.hex()
-    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
+    h = hashlib.sha1(_NAMESPACE_BYTES + name.encode()).hexdigest()
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT_DIGIT[h[16]]}{h[17:20]}-{h[20:32]}>"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -82,14 +86,13 @@ EMPTY_PAYLOAD_DIGEST = b32_digest(hashlib.sha256(b"").digest())
 
 
 def _clean(value: str) -> str:
-    return _LINE_BREAKS.sub(" ", value)
+    if "\r" in value or "\n" in value:
+        return _LINE_BREAKS.sub(" ", value)
+    return value
 
 
 def response_headers(page: FetchedPage, body_length: int) -> StatusAndHeaders:
-    try:
-        reason = http.HTTPStatus(page.status).phrase
-    except ValueError:
-        reason = "Unknown"
+    reason = _REASONS.get(page.status, "Unknown")
     headers: list[tuple[str, str]] = []
     for name, value in page.headers.items():
         lowered = name.lower()
@@ -103,10 +106,7 @@ def response_headers(page: FetchedPage, body_length: int) -> StatusAndHeaders:
 
 def http_header_block(page: FetchedPage, body_length: int) -> bytes:
     """The response's HTTP header block, as warcio's `compute_headers_buffer` makes it."""
-    try:
-        reason = http.HTTPStatus(page.status).phrase
-    except ValueError:
-        reason = "Unknown"
+    reason = _REASONS.get(page.status, "Unknown")
     lines = [f"HTTP/1.1 {page.status} {reason}\r\n"]
     for name, value in page.headers.items():
         lowered = name.lower()
@@ -141,7 +141,13 @@ def warc_header_block(
 
 
 def request_bytes(url: str) -> bytes:
-    """The request as the fetcher sends it; the fetcher records no request headers of its own."""
-    parts = urlsplit(url)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
+    """The request as the fetcher sends it; the fetcher records no request headers of its own.
+    Host and target are `urlsplit`'s, read straight off a plain URL (most of them)."""
+    simple = _SIMPLE_URL.fullmatch(url) if url.isascii() and url.isprintable() else None
+    if simple is not None and " " not in url:
+        netloc, path, query = simple.groups()
+    else:
+        parts = urlsplit(url)
+        netloc, path, query = parts.netloc, parts.path, parts.query
+    target = (path or "/") + (f"?{query}" if query else "")
+    return f"GET {target} HTTP/1.1\r\nHost: {netloc}\r\n\r\n".encode()

@@ -118,6 +118,7 @@ def main() -> int:
             executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage-blob")
             stack.callback(executor.shutdown)
         handler = StorageHandler(blobs, warc, options.history_limit, executor)
+        stack.callback(handler.close)  # before the executor's shutdown, which waits for its job
         spec = service_spec(
             settings, "storage", (Input(pages_topic, decode_page),), tables=handler.tables()
         )

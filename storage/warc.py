@@ -1,10 +1,13 @@
-"""The WARC writer of one storage instance: request, response and revisit records via warcio.
+"""The WARC writer of one storage instance: request, response and revisit records.
 
 For each fetch it writes the response (or, for an unchanged page, a revisit record with the
 identical-payload-digest profile pointing at the earlier response) followed by the request, each its
-own gzip member (ISA-L deflate: the same format as zlib's, several times faster), to the current
-file of the page's crawl (layout in `storage.warcfiles`). A file is rotated before it would pass
-`warc_max_bytes`; each file begins with a warcinfo record.
+own gzip member (made by `storage.fetchrecords`), to the current file of the page's crawl (layout
+in `storage.warcfiles`). A file is rotated before it would pass `warc_max_bytes`; each file begins
+with a warcinfo record. A fetch's records are held in memory and written out by `flush`, which the
+handler calls before the loop commits (and sooner once a file holds a megabyte): one write per
+cycle, where one per page cost a syscall per page. What a crash loses of them was not committed,
+so it comes again.
 
 Fields: WARC-Target-URI (the URL the body came from), WARC-Date (the fetch time, milliseconds),
 WARC-Payload-Digest and WARC-Block-Digest (sha256, base32), WARC-Truncated: length when the fetcher
@@ -24,38 +27,19 @@ that instance's file, which the index does not point to and `storage export` dro
 
 from __future__ import annotations
 
-import hashlib
-import io
 import os
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from isal import isal_zlib
-from warcio.recordbuilder import RecordBuilder
-from warcio.warcwriter import WARCWriter
-
 from schemas.pages import FetchedPage
 from storage.exceptions import WarcError
+from storage.fetchrecords import RecordMaker, RevisitTarget
 from storage.journal import RecordJournal
-from storage.records import (
-    EMPTY_PAYLOAD_DIGEST,
-    RECORD_END,
-    REQUEST_TYPE,
-    RESPONSE_TYPE,
-    WARC_VERSION,
-    b32_digest,
-    http_header_block,
-    record_id,
-    request_bytes,
-    response_headers,
-    sha256_digest,
-    warc_date,
-    warc_header_block,
-)
+from storage.records import record_id
 from storage.warcfiles import (
     OPEN_SUFFIX,
     WARC_DIR,
@@ -69,9 +53,10 @@ from streamcrawl.crashpoints import CrashPoints
 
 FILE_PREFIX = "streamcrawl"
 REMEMBERED_RECORDS = 50_000
-SERVER_NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 """Record ids kept for redelivery detection: far more than can be uncommitted at once (at most
 `loop.max_uncommitted_per_partition`, 500 by default, per partition held)."""
+WRITE_OUT_BYTES = 1 << 20
+"""Bytes of records held for a file before they are written out even though no `flush` came."""
 CRASH_MID_WARC = "storage_mid_warc"
 """Crash point: half of a fetch's records are in the file, the rest never will be."""
 
@@ -83,15 +68,6 @@ class WarcLocation:
     offset: int
     length: int
     record_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class RevisitTarget:
-    """The earlier response an unchanged page's revisit record refers to."""
-
-    record_id: str
-    target_uri: str
-    date: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +96,16 @@ class _OpenFile:
     relative: str
     handle: BinaryIO
     size: int
+    """Where the next record goes: the bytes in the file and those held in `held`."""
+    written: int
+    """The bytes in the file."""
     records_from: int = 0
     """Where the first fetch's records begin (after the warcinfo record)."""
+    held: list[bytes] = field(default_factory=list)
+    """Records appended since the last write-out, in order."""
+    held_lines: list[tuple[str, int, int]] = field(default_factory=list)
+    """Their journal lines (record id, offset, length), which go to the journal once they are
+    written: a line never reaches the journal before its records reach the file."""
 
 
 class WarcWriter:
@@ -139,13 +123,11 @@ class WarcWriter:
         self.root = root
         self._instance = re.sub(r"[^A-Za-z0-9.-]", "_", instance_id)
         self._max_bytes = max_bytes
-        self._level = gzip_level
         self._fsync = fsync
         self._max_open = max_open
         self._crash = crash_points
         """None unless a test armed one: then each fetch is written in two halves around it."""
-        self._builder = RecordBuilder(warc_version=WARC_VERSION)
-        self._serializer = WARCWriter(None, gzip=False, warc_version=WARC_VERSION)
+        self._records = RecordMaker(gzip_level)
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()
         self._known: OrderedDict[str, WarcLocation] = OrderedDict()
         self._serial = 0
@@ -212,27 +194,13 @@ class WarcWriter:
 
     def prepare_response(self, page: FetchedPage, body: bytes) -> PreparedFetch:
         """The fetch's records built and compressed, not yet written. Like every method here, for
-        one thread at a time. Laid out by `storage.records` as warcio lays them out."""
+        one thread at a time."""
         response_id = record_id("response", page)
         known = self._known.get(response_id)
         if known is not None:
             return PreparedFetch(page.crawl_id, response_id, b"", b"", known)
-        http_block = http_header_block(page, len(body))
-        block = hashlib.sha256(http_block)
-        block.update(body)
-        fields = [
-            ("WARC-Record-ID", response_id),
-            ("WARC-Date", warc_date(page.fetched_at)),
-            ("WARC-Payload-Digest", sha256_digest(page.sha256)),
-            ("WARC-Block-Digest", b32_digest(block.digest())),
-        ]
-        if page.truncated:
-            fields.append(("WARC-Truncated", "length"))
-        head = warc_header_block(
-            "response", page.final_url, fields, RESPONSE_TYPE, len(http_block) + len(body)
-        )
-        main = self._member(head, http_block, body, RECORD_END)
-        request = self._request(page, response_id)
+        main = self._records.response(page, body, response_id)
+        request = self._records.request(page, response_id)
         return PreparedFetch(page.crawl_id, response_id, main, request, None)
 
     def prepare_revisit(self, page: FetchedPage, refers_to: RevisitTarget) -> PreparedFetch:
@@ -240,62 +208,58 @@ class WarcWriter:
         known = self._known.get(revisit_id)
         if known is not None:
             return PreparedFetch(page.crawl_id, revisit_id, b"", b"", known)
-        fields = self._fields(page, revisit_id)
-        fields["WARC-Refers-To"] = refers_to.record_id
-        record = self._builder.create_revisit_record(
-            page.final_url,
-            sha256_digest(page.sha256),
-            refers_to.target_uri,
-            refers_to.date,
-            http_headers=response_headers(page, 0),
-            warc_headers_dict=fields,
-        )
-        if page.status == 304:  # the server said so itself; a same-hash 200 keeps warcio's profile
-            record.rec_headers.replace_header("WARC-Profile", SERVER_NOT_MODIFIED_PROFILE)
-        main = self._serialize(record)
-        request = self._request(page, revisit_id)
+        main = self._records.revisit(page, refers_to, revisit_id)
+        request = self._records.request(page, revisit_id)
         return PreparedFetch(page.crawl_id, revisit_id, main, request, None)
 
-    def _fields(self, page: FetchedPage, own_id: str) -> dict[str, str]:
-        return {"WARC-Record-ID": own_id, "WARC-Date": warc_date(page.fetched_at)}
-
-    def _serialize(self, record: object) -> bytes:
-        """warcio's serialization, uncompressed, made into one gzip member by ISA-L."""
-        out = io.BytesIO()
-        self._serializer.out = out
-        self._serializer.write_record(record)
-        return isal_zlib.compress(out.getbuffer(), self._level, wbits=31)
-
-    def _member(self, *parts: bytes, level: int | None = None) -> bytes:
-        """One gzip member of the parts, compressed by ISA-L (the writer's level unless given)."""
-        chosen = self._level if level is None else level
-        return isal_zlib.compress(b"".join(parts), chosen, wbits=31)
-
-    def _request(self, page: FetchedPage, concurrent_to: str) -> bytes:
-        """The request record's gzip member."""
-        message = request_bytes(page.final_url)
-        fields = (
-            ("WARC-Record-ID", record_id("request", page)),
-            ("WARC-Date", warc_date(page.fetched_at)),
-            ("WARC-Concurrent-To", concurrent_to),
-            ("WARC-Payload-Digest", EMPTY_PAYLOAD_DIGEST),
-            ("WARC-Block-Digest", b32_digest(hashlib.sha256(message).digest())),
-        )
-        head = warc_header_block("request", page.final_url, fields, REQUEST_TYPE, len(message))
-        return self._member(head, message, RECORD_END, level=0)  # a few hundred bytes: level 0
-
     def append(self, prepared: PreparedFetch) -> WrittenFetch:
-        """Write prepared records to the crawl's current file (nothing when already written)."""
+        """Add prepared records to the crawl's current file (nothing when already written). They
+        are written out by the next `flush` (or once a file holds `WRITE_OUT_BYTES`): one write a
+        cycle, not one a page."""
         if prepared.known is not None:
             return WrittenFetch(prepared.known, 0)
-        data = prepared.main + prepared.request
-        current = self._file_for(prepared.crawl_id, len(data))
+        length = len(prepared.main) + len(prepared.request)
+        current = self._file_for(prepared.crawl_id, length)
         main_id = prepared.main_id
         location = WarcLocation(current.relative, current.size, len(prepared.main), main_id)
-        self._append(current, data)
-        self._remember(prepared.main_id, location)
-        self._journal.append(prepared.main_id, location.file, location.offset, location.length)
-        return WrittenFetch(location, len(data))
+        if self._crash is not None:  # a test's crash point: the fetch is written at once, halved
+            self._write_out(current)
+            self._append(current, prepared.main + prepared.request)
+            self._journal.append(main_id, location.file, location.offset, location.length)
+        else:
+            current.held += (prepared.main, prepared.request)
+            current.held_lines.append((main_id, location.offset, location.length))
+            current.size += length
+            if current.size - current.written >= WRITE_OUT_BYTES:
+                self._write_out(current)
+        self._remember(main_id, location)
+        return WrittenFetch(location, length)
+
+    def flush(self) -> None:
+        """Write out every record appended so far (the handler calls this before the loop
+        commits): WarcError if the disk refused them."""
+        for current in list(self._open.values()):
+            self._write_out(current)
+
+    def discard_held(self) -> None:
+        """Forget the records not yet written out (the cycle failed and commits nothing: its
+        pages come again), so closing after a failed disk writes nothing more to it."""
+        for current in self._open.values():
+            for key, _, _ in current.held_lines:
+                self._known.pop(key, None)
+            current.size = current.written
+            current.held.clear()
+            current.held_lines.clear()
+
+    def _write_out(self, current: _OpenFile) -> None:
+        if not current.held:
+            return
+        data = b"".join(current.held)
+        self._append(current, data, crash_point=False)
+        current.held.clear()
+        for key, offset, length in current.held_lines:
+            self._journal.append(key, current.relative, offset, length)
+        current.held_lines.clear()
 
     def _append(self, current: _OpenFile, data: bytes, *, crash_point: bool = True) -> None:
         try:
@@ -313,12 +277,19 @@ class WarcWriter:
         except OSError as error:
             self._abandon(current)
             raise WarcError(f"cannot append to {current.relative}: {error}") from error
-        current.size += len(data)
+        current.written += len(data)
+        current.size = max(current.size, current.written)  # written straight, nothing was held
 
     def _abandon(self, current: _OpenFile) -> None:
-        """After a failed write: cut what part of it landed, and begin a new file next time."""
+        """After a failed write: cut what part of it landed, forget the records held for it, and
+        begin a new file next time."""
+        for key, _, _ in current.held_lines:
+            self._known.pop(key, None)
+        current.held.clear()
+        current.held_lines.clear()
+        current.size = current.written
         try:
-            current.handle.truncate(current.size)
+            current.handle.truncate(current.written)
             current.handle.close()
             self._journal.flush()  # its lines are needed once the marker is gone
         except OSError:
@@ -355,15 +326,14 @@ class WarcWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.with_name(name + OPEN_SUFFIX).touch()
         handle = path.open("ab")
-        info = self._builder.create_warcinfo_record(
-            name, {"software": "streamcrawl", "format": "WARC File Format 1.1"}
-        )
-        current = _OpenFile(path, path.relative_to(self.root).as_posix(), handle, handle.tell())
-        self._append(current, self._serialize(info), crash_point=False)
+        start = handle.tell()
+        current = _OpenFile(path, path.relative_to(self.root).as_posix(), handle, start, start)
+        self._append(current, self._records.warcinfo(name), crash_point=False)
         current.records_from = current.size
         return current
 
     def _close(self, directory: str) -> None:
+        self._write_out(self._open[directory])
         current = self._open.pop(directory)
         current.handle.close()
         self._journal.flush()  # a restart finds this file's records in the journal, not by a walk

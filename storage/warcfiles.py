@@ -12,6 +12,7 @@ being written a sidecar `<file>.open` exists, removed when the writer closes or 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import zlib
@@ -27,8 +28,10 @@ READ_CHUNK = 1 << 20
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")
 
 
+@functools.lru_cache(maxsize=1024)
 def crawl_directory(crawl_id: str) -> str:
-    """A directory name for a crawl id: safe characters kept, never `.` or `..`, never empty."""
+    """A directory name for a crawl id: safe characters kept, never `.` or `..`, never empty.
+    Asked for every fetch written, of a handful of crawls: kept."""
     cleaned = _UNSAFE.sub("_", crawl_id)[:100]
     if cleaned != crawl_id or cleaned in {"", ".", ".."}:
         digest = hashlib.sha256(crawl_id.encode()).hexdigest()[:16]

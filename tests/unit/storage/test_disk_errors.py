@@ -59,6 +59,26 @@ def test_a_full_disk_under_the_warc_stops_the_cycle_and_its_pages_are_stored_aft
     assert len(archive.warc_files()) == 2  # the failed file was closed; a new one took the rest
 
 
+def test_records_of_other_crawls_held_when_the_disk_failed_are_dropped_not_written_at_close(
+    archive: Archive,
+) -> None:
+    archive.deliver(make_page(URL, BODY, 1_000, crawl_id="crawl-a"), BODY)
+    [current] = archive.warc._open.values()
+    current.handle = FailingHandle(current.handle)  # type: ignore[assignment]
+    cycle = [
+        (make_page(URL + "/a", BODY + b"a", 2_000, crawl_id="crawl-a"), BODY + b"a"),
+        (make_page(URL + "/b", BODY + b"b", 3_000, crawl_id="crawl-b"), BODY + b"b"),
+    ]
+    with pytest.raises(StorageUnavailableError, match="No space left"):
+        archive.deliver_cycle(cycle)
+    archive.warc.close()  # as the stopping service does: nothing held is left to write (or fail)
+    assert responses(archive) == [URL]
+
+    archive.open_writer()
+    archive.deliver_cycle(cycle)
+    assert sorted(responses(archive)) == [URL, URL + "/a", URL + "/b"]
+
+
 def test_a_blob_the_disk_refuses_stops_the_cycle_and_is_stored_once_after_the_fix(
     archive: Archive,
 ) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import random
 import uuid
 import zlib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from warcio.recordbuilder import RecordBuilder
@@ -114,10 +116,11 @@ def test_response_and_request_records_are_the_bytes_warcio_writes(
 
 
 def test_record_ids_are_the_name_based_uuids_of_the_fetch() -> None:
-    page = make_page("https://example.org/id", b"x", lease_id="lease-7")
-    for kind in ("response", "request", "revisit"):
-        name = f"{kind}\n{page.url}\n{page.fetched_at}\n{page.lease_id}"
-        assert record_id(kind, page) == f"<urn:uuid:{uuid.uuid5(RECORD_NAMESPACE, name)}>"
+    for n in range(200):  # every variant digit comes up
+        page = make_page(f"https://example.org/id/{n}", b"x", lease_id=f"lease-{n}")
+        for kind in ("response", "request", "revisit"):
+            name = f"{kind}\n{page.url}\n{page.fetched_at}\n{page.lease_id}"
+            assert record_id(kind, page) == f"<urn:uuid:{uuid.uuid5(RECORD_NAMESPACE, name)}>"
 
 
 def test_base32_digests_match_the_standard_library() -> None:
@@ -126,3 +129,48 @@ def test_base32_digests_match_the_standard_library() -> None:
         assert b32_digest(digest) == "sha256:" + base64.b32encode(digest).decode()
     short = hashlib.sha1(b"x").digest()
     assert b32_digest(short) == "sha256:" + base64.b32encode(short).decode()
+
+
+def test_request_targets_and_hosts_are_those_urlsplit_finds() -> None:
+    rng = random.Random(7)
+    pieces = [
+        "a",
+        "Z",
+        "9",
+        "/",
+        "//",
+        "?",
+        "#",
+        ":",
+        "@",
+        "[",
+        "]",
+        "%20",
+        " ",
+        "\t",
+        "\u00e9",
+        "=",
+    ]
+    urls = [
+        "https://example.org",
+        "https://example.org?q",
+        "https://example.org/a?",
+        "https://example.org/a#f?x",
+        "https://u:p@example.org:8443/a/b?c=d&e#f",
+        "http://[::1]:8080/x?y",
+        "https:///nohost",
+        "mailto:someone",
+    ]
+    for _ in range(3000):
+        scheme = rng.choice(["https://", "http://", "HTTP://", "x+y.z-1://", "1a://", "", "https:"])
+        urls.append(scheme + "".join(rng.choices(pieces, k=rng.randint(0, 12))))
+    for url in urls:
+        try:
+            parts = urlsplit(url)
+        except ValueError:  # an unbalanced IPv6 bracket: so must the records say
+            with pytest.raises(ValueError):
+                request_bytes(url)
+            continue
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        expected = f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
+        assert request_bytes(url) == expected, url
