@@ -13,13 +13,13 @@ def broker(tmp_path: Path) -> LocalBroker:
     return LocalBroker(tmp_path / "kafka", 9092, 9093, tmp_path / "libs", heap="256m")
 
 
-def test_default_flags_run_c1_only_with_the_heap_asked_for(
+def test_default_flags_are_kafkas_with_the_heap_asked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(JVM_FLAGS_ENV, raising=False)
     command = broker(tmp_path)._java("256m")
     assert command[1:3] == ["-Xms256m", "-Xmx256m"]
-    assert "-XX:TieredStopAtLevel=1" in command and "-XX:+UseG1GC" in command
+    assert "-XX:+UseG1GC" in command and "-XX:MaxGCPauseMillis=20" in command
     assert command[-2:] == ["-cp", str((tmp_path / "libs").resolve() / "*")]
 
 
@@ -29,4 +29,4 @@ def test_kafka_jvm_performance_opts_replaces_the_default_flags(
     monkeypatch.setenv(JVM_FLAGS_ENV, "-server -XX:+UseSerialGC -Dname='a b'")
     command = broker(tmp_path)._java("256m")
     assert "-XX:+UseSerialGC" in command and "-Dname=a b" in command
-    assert "-XX:TieredStopAtLevel=1" not in command and "-XX:+UseG1GC" not in command
+    assert "-XX:+UseG1GC" not in command and "-XX:MaxGCPauseMillis=20" not in command
