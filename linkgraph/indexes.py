@@ -253,19 +253,7 @@ def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str, head:
     cached = indexes.known_partitions
     values = []
     for edge in links.edges:
-        discovered_at = edge.discovered_at
-        encoded = dumps(
-            {
-                "anchor_text": edge.anchor_text,
-                "context_window": edge.context_window,
-                "link_type": edge.link_type,
-                "position": edge.position,
-                "discovered_at": discovered_at if discovered_at < fetched_at else fetched_at,
-                "last_seen_at": fetched_at,
-                "rel": edge.rel,
-                "gone": False,
-            }
-        )
+        encoded = new_edge_value(edge, fetched_at)
         values.append(encoded)
         to_url = edge.to_url
         target = cached.get(to_url)
@@ -297,19 +285,7 @@ def _each_edge(
         old = indexes.get_forward(key) if stored else forward_writes.get(key)
         if old is None:
             # A new edge (every edge of a first crawl): encoded straight from the message's fields.
-            discovered_at = edge.discovered_at
-            encoded = orjson.dumps(
-                {
-                    "anchor_text": edge.anchor_text,
-                    "context_window": edge.context_window,
-                    "link_type": edge.link_type,
-                    "position": edge.position,
-                    "discovered_at": discovered_at if discovered_at < fetched_at else fetched_at,
-                    "last_seen_at": fetched_at,
-                    "rel": edge.rel,
-                    "gone": False,
-                }
-            )
+            encoded = new_edge_value(edge, fetched_at)
             new_edges += 1
         else:
             changed = _seen_again(node, edge, old, fetched_at, current)
@@ -320,6 +296,23 @@ def _each_edge(
         forward_writes[key] = encoded
         indexes.rekey(to_url, from_url, in_link_value(head, to_url, encoded))
     return new_edges
+
+
+def new_edge_value(edge: LinkEdge, fetched_at: int) -> bytes:
+    """A new edge's forward record, encoded straight from the message's fields."""
+    discovered_at = edge.discovered_at
+    return orjson.dumps(
+        {
+            "anchor_text": edge.anchor_text,
+            "context_window": edge.context_window,
+            "link_type": edge.link_type,
+            "position": edge.position,
+            "discovered_at": discovered_at if discovered_at < fetched_at else fetched_at,
+            "last_seen_at": fetched_at,
+            "rel": edge.rel,
+            "gone": False,
+        }
+    )
 
 
 def _seen_again(
