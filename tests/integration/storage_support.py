@@ -108,8 +108,10 @@ class StorageDeployment:
     def api_addresses(
         self, count: int, timeout_s: float = 90, excluding: frozenset[str] = frozenset()
     ) -> list[str]:
-        """API addresses of `count` ready storage members that together hold every partition
-        (`excluding` the addresses of processes that died but may still look live)."""
+        """API addresses of `count` ready storage members that hold every partition once, each
+        member at least one (`excluding` the addresses of processes that died but may still look
+        live). A member that joined and holds nothing yet is mid-rebalance: a partition is about
+        to move to it, and a lookup during the move answers 503."""
 
         def serving() -> list[members.Member]:
             return [
@@ -119,8 +121,10 @@ class StorageDeployment:
             ]
 
         def ready() -> bool:
-            held = {p for m in serving() for p in m.partitions}
-            return len(serving()) >= count and len(held) == self.partitions
+            current = serving()
+            held = [p for m in current for p in m.partitions]
+            settled = all(m.partitions for m in current) and len(held) == len(set(held))
+            return len(current) >= count and len(set(held)) == self.partitions and settled
 
         wait_for(ready, timeout_s, f"{count} ready storage members holding every partition")
         return sorted(str(m.api_address) for m in serving())
