@@ -79,8 +79,13 @@ class StateSettings(BaseModel):
 
     directory: Path = Path(".streamcrawl/state")
     block_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
-    write_buffer_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
+    write_buffer_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024)
+    """One table's memtable: a larger one flushes less often, into fewer level-0 files, so
+    compaction rewrites less (`memtable_budget_bytes` bounds them all together)."""
     max_write_buffers: int = Field(default=2, ge=1)
+    memtable_budget_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
+    """All memtables of a process, every table of every store: past it RocksDB flushes the
+    table being written, so memory does not grow with the number of partitions or tables."""
 
 
 class LoopSettings(BaseModel):

@@ -26,6 +26,7 @@ from rocksdict import (
     Options,
     Rdict,
     WriteBatch,
+    WriteBufferManager,
 )
 
 from streamcrawl.exceptions import StateError
@@ -50,11 +51,13 @@ def split_changelog_key(raw: bytes) -> tuple[str, bytes]:
 
 
 class StoreOptions:
-    """RocksDB options sized for many small stores on a small machine: one shared block cache."""
+    """RocksDB options sized for many small stores on a small machine: one block cache and one
+    memtable budget (a `WriteBufferManager`) shared by every store of the process."""
 
     def __init__(self, settings: StateSettings) -> None:
         self._settings = settings
         self._cache = Cache(settings.block_cache_bytes)
+        self._memtables = WriteBufferManager(settings.memtable_budget_bytes, False)
 
     def build(self) -> Options:
         options = Options(raw_mode=True)
@@ -62,6 +65,7 @@ class StoreOptions:
         options.create_missing_column_families(True)
         options.set_write_buffer_size(self._settings.write_buffer_bytes)
         options.set_max_write_buffer_number(self._settings.max_write_buffers)
+        options.set_write_buffer_manager(self._memtables)
         options.set_compression_type(DBCompressionType.zstd())
         options.set_max_background_jobs(2)
         table_options = BlockBasedOptions()
@@ -141,6 +145,11 @@ class PartitionStore:
 
     def count(self, table: str) -> int:
         return sum(1 for _ in self.scan(table))
+
+    def int_property(self, name: str) -> int:
+        """A RocksDB integer property summed over the tables, e.g.
+        ``rocksdb.cur-size-all-mem-tables`` (0 where a table does not report it)."""
+        return sum(family.property_int_value(name) or 0 for family in self._families.values())
 
     def close(self) -> None:
         """Flush and release the directory lock; column family views must go first."""

@@ -244,9 +244,7 @@ class RocksDbMemory:
         families = store._families.values()
         cache = next(iter(families)).property_int_value("rocksdb.block-cache-usage") or 0
         return cls(
-            memtables=sum(
-                f.property_int_value("rocksdb.cur-size-all-mem-tables") or 0 for f in families
-            ),
+            memtables=store.int_property("rocksdb.cur-size-all-mem-tables"),
             table_readers=sum(
                 f.property_int_value("rocksdb.estimate-table-readers-mem") or 0 for f in families
             ),

@@ -6,6 +6,7 @@ import pytest
 
 from streamcrawl.settings import StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Table, Transaction
+from tests.support import wait_for
 
 
 def make_store(tmp_path: Path) -> PartitionStore:
@@ -98,3 +99,41 @@ def test_put_many_wants_a_value_per_key(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         Transaction(store).put_many("queue", [b"a", b"b"], [b"1"], None)
     store.close()
+
+
+@pytest.mark.parametrize("budget_mib, flushed", [(8, True), (512, False)])
+def test_the_memtables_of_every_store_share_one_budget(
+    tmp_path: Path, budget_mib: int, flushed: bool
+) -> None:
+    """48 MiB written over two stores whose tables' write buffers (128 MiB) would hold it all:
+    past the shared budget RocksDB flushes, so level-0 files appear and the memtables shrink."""
+    settings = StateSettings(
+        write_buffer_bytes=128 * 1024 * 1024, memtable_budget_bytes=budget_mib * 1024 * 1024
+    )
+    options = StoreOptions(settings)
+    stores = [PartitionStore(tmp_path / f"p{n}", ("queue",), options) for n in range(2)]
+    value = bytes(range(256)) * 16  # 4 KiB
+    for cycle in range(48 * 16):
+        writes: dict[tuple[str, bytes], bytes | None] = {
+            ("queue", f"{cycle:06d}-{n:03d}".encode()): value for n in range(16)
+        }
+        stores[cycle % 2].write(writes, "cl", cycle)
+
+    def settled() -> bool:
+        return all(
+            store.int_property("rocksdb.num-immutable-mem-table") == 0
+            and store.int_property("rocksdb.num-running-flushes") == 0
+            for store in stores
+        )
+
+    wait_for(settled, 30, "the flushes the writes triggered")
+    files = sum(store.int_property("rocksdb.num-files-at-level0") for store in stores)
+    held = sum(store.int_property("rocksdb.cur-size-all-mem-tables") for store in stores)
+    if flushed:
+        assert files >= 2 and held < 40 * 1024 * 1024
+    else:
+        assert files == 0 and held >= 48 * 1024 * 1024
+    for n, store in enumerate(stores):
+        assert store.get("queue", f"{n:06d}-000".encode()) == value
+    for store in stores:
+        store.close()
