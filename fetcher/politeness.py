@@ -53,7 +53,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -86,9 +86,10 @@ class PolitenessSettings(BaseModel):
     host's delay is above 0 (the larger of the two)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """Permission for one request to ``host``; give it back with :meth:`Politeness.release`."""
+class Grant(NamedTuple):
+    """Permission for one request to ``host``; give it back with :meth:`Politeness.release`.
+    (A named tuple: one is made per request, and a frozen dataclass sets each field through
+    ``object.__setattr__``.)"""
 
     host: str
     started_at: float
@@ -223,9 +224,7 @@ class Politeness:
         slot = self._slot(host)
         if self._ready_at(slot, now) > now:
             return None
-        grant = Grant(
-            host=host, started_at=now, grant_id=next(self._ids), previous_start=slot.last_start
-        )
+        grant = Grant(host, now, next(self._ids), slot.last_start)
         slot.active += 1
         slot.last_start = now
         self._active += 1
