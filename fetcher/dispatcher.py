@@ -70,33 +70,35 @@ class FetchTopics:
     links: str
 
 
-@dataclass(eq=False, slots=True)
 class Job:
-    """One request in flight through the dispatcher, with where its results go."""
+    """One request in flight through the dispatcher, with where its results go. The request's
+    fields the host queues read (`fetcher.host_queues.Leased`) are copied in once: the queues read
+    them several times per request, and a property is a call each time."""
 
-    request: FetchRequest
-    deferred: Deferred
-    partition: int
-    queued_at: float = 0.0
-    """Monotonic time it entered its host queue (again, after its grant went to robots.txt)."""
-    finished: bool = False
-    """The Deferred was finished (or is being finished) by this dispatcher."""
+    __slots__ = (
+        "crawl_id",
+        "deadline",
+        "deferred",
+        "finished",
+        "host",
+        "partition",
+        "politeness_delay_ms",
+        "queued_at",
+        "request",
+    )
 
-    @property
-    def crawl_id(self) -> str:
-        return self.request.crawl_id
-
-    @property
-    def host(self) -> str:
-        return self.request.host
-
-    @property
-    def deadline(self) -> int:
-        return self.request.deadline
-
-    @property
-    def politeness_delay_ms(self) -> int:
-        return self.request.politeness_delay_ms
+    def __init__(self, request: FetchRequest, deferred: Deferred, partition: int) -> None:
+        self.request = request
+        self.deferred = deferred
+        self.partition = partition
+        self.crawl_id = request.crawl_id
+        self.host = request.host
+        self.deadline = request.deadline
+        self.politeness_delay_ms = request.politeness_delay_ms
+        self.queued_at = 0.0
+        """Monotonic time it entered its host queue (again, after its grant went to robots.txt)."""
+        self.finished = False
+        """The Deferred was finished (or is being finished) by this dispatcher."""
 
 
 class Dispatcher:
@@ -222,7 +224,7 @@ class Dispatcher:
             hosts = hosts_by_partition.get(job.partition)
             if hosts is None:
                 hosts = hosts_by_partition[job.partition] = set()
-            hosts.add(job.request.host)
+            hosts.add(job.host)
             self._queues.push(job)
         self._schedule()
 
