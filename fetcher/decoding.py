@@ -91,6 +91,10 @@ class IdentityDecoder(BodyDecoder):
             body += memoryview(data)[:room]
 
 
+_IDENTITY = IdentityDecoder()
+"""Shared: it keeps no state between calls."""
+
+
 class ZlibDecoder(BodyDecoder):
     """gzip (``wbits`` 31) or deflate (zlib-wrapped 15, raw -15, chosen from the first bytes)."""
 
@@ -180,13 +184,15 @@ def decoder_for(content_encoding: str | None) -> BodyDecoder:
     Raises UnsupportedEncodingError for anything else, stacked codings included: servers do not
     stack codings unless asked, and this fetcher never asks.
     """
+    if content_encoding is None:  # most responses: no parsing, and the decoder keeps no state
+        return _IDENTITY
     codings = [
         coding.strip().lower()
         for coding in (content_encoding or "").split(",")
         if coding.strip().lower() not in ("", "identity")
     ]
     if not codings:
-        return IdentityDecoder()
+        return _IDENTITY
     if len(codings) == 1:
         coding = codings[0]
         if coding in ("gzip", "x-gzip"):

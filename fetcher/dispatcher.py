@@ -70,33 +70,35 @@ class FetchTopics:
     links: str
 
 
-@dataclass(eq=False, slots=True)
 class Job:
-    """One request in flight through the dispatcher, with where its results go."""
+    """One request in flight through the dispatcher, with where its results go. The request's
+    fields the host queues read (`fetcher.host_queues.Leased`) are copied in once: the queues read
+    them several times per request, and a property is a call each time."""
 
-    request: FetchRequest
-    deferred: Deferred
-    partition: int
-    queued_at: float = 0.0
-    """Monotonic time it entered its host queue (again, after its grant went to robots.txt)."""
-    finished: bool = False
-    """The Deferred was finished (or is being finished) by this dispatcher."""
+    __slots__ = (
+        "crawl_id",
+        "deadline",
+        "deferred",
+        "finished",
+        "host",
+        "partition",
+        "politeness_delay_ms",
+        "queued_at",
+        "request",
+    )
 
-    @property
-    def crawl_id(self) -> str:
-        return self.request.crawl_id
-
-    @property
-    def host(self) -> str:
-        return self.request.host
-
-    @property
-    def deadline(self) -> int:
-        return self.request.deadline
-
-    @property
-    def politeness_delay_ms(self) -> int:
-        return self.request.politeness_delay_ms
+    def __init__(self, request: FetchRequest, deferred: Deferred, partition: int) -> None:
+        self.request = request
+        self.deferred = deferred
+        self.partition = partition
+        self.crawl_id = request.crawl_id
+        self.host = request.host
+        self.deadline = request.deadline
+        self.politeness_delay_ms = request.politeness_delay_ms
+        self.queued_at = 0.0
+        """Monotonic time it entered its host queue (again, after its grant went to robots.txt)."""
+        self.finished = False
+        """The Deferred was finished (or is being finished) by this dispatcher."""
 
 
 class Dispatcher:
@@ -115,7 +117,9 @@ class Dispatcher:
         self._stopping = False
         self._dispatch_due = False
         self._timer: asyncio.TimerHandle | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[Job, asyncio.Task[None]] = {}
+        """Fetches under way; each removes itself when it ends (no done callback: that is one
+        more loop callback per fetch)."""
         self._thread = threading.Thread(target=self._run, name="fetch-dispatcher", daemon=True)
         self._started = threading.Event()
         self._session: aiohttp.ClientSession | None = None
@@ -204,9 +208,10 @@ class Dispatcher:
             finally:
                 if self._timer is not None:
                     self._timer.cancel()
-                for task in self._tasks:
+                tasks = list(self._tasks.values())
+                for task in tasks:
                     task.cancel()
-                await asyncio.gather(*self._tasks, return_exceptions=True)
+                await asyncio.gather(*tasks, return_exceptions=True)
                 await self._robots.close()
 
     def _accept(self) -> None:
@@ -219,7 +224,7 @@ class Dispatcher:
             hosts = hosts_by_partition.get(job.partition)
             if hosts is None:
                 hosts = hosts_by_partition[job.partition] = set()
-            hosts.add(job.request.host)
+            hosts.add(job.host)
             self._queues.push(job)
         self._schedule()
 
@@ -269,12 +274,11 @@ class Dispatcher:
             self.dropped_expired += 1
             self._finish_deferred(job)
         now = self._clock.monotonic()
+        create_task, observe_wait = self._loop.create_task, metrics.POLITENESS_WAIT.observe
         while (item := self._queues.pop_ready()) is not None:
             self._left += 1
-            metrics.POLITENESS_WAIT.observe(max(now - item[0].queued_at, 0.0))
-            task = self._loop.create_task(self._serve(*item))
-            self._tasks.add(task)
-            task.add_done_callback(self._task_done)
+            observe_wait(max(now - item[0].queued_at, 0.0))
+            self._tasks[item[0]] = create_task(self._serve(*item))
         self._set_timer()
 
     def _set_timer(self) -> None:
@@ -291,19 +295,19 @@ class Dispatcher:
             self._timer.cancel()
         self._timer = self._loop.call_at(wake_at, self._schedule)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._schedule()
-        if not task.cancelled() and task.exception() is not None:
-            log.error("fetch task failed", exc_info=task.exception())
-
     async def _serve(self, job: Job, grant: Grant) -> None:
         try:
             await self._serve_job(job, grant)
         except Exception:
             # Routed, not swallowed: logged, the slot given back, a retryable outcome reported.
             log.exception("fetch of %s failed unexpectedly", job.request.url)
-            self._recover(job, grant)
+            try:
+                self._recover(job, grant)
+            except Exception:
+                log.exception("could not recover from the failure of %s", job.request.url)
+        finally:
+            del self._tasks[job]
+            self._schedule()
 
     def _recover(self, job: Job, grant: Grant) -> None:
         """After an unexpected error: give the grant back unless that was done, and finish the
@@ -339,9 +343,12 @@ class Dispatcher:
             else:
                 sitemaps = list(rules.sitemaps)
         target = FetchTarget.from_request(request, on_sent)
-        result = await metrics.counted(
-            fetch(self._session, target, self._settings.http, self._clock)
-        )
+        metrics.attempt_started()  # not metrics.counted: one coroutine less per fetch
+        try:
+            result = await fetch(self._session, target, self._settings.http, self._clock)
+        finally:
+            metrics.attempt_ended()
+        metrics.record(result, result.kind)
         self._politeness.release(
             grant,
             status=result.status,

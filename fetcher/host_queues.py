@@ -134,15 +134,14 @@ class HostQueues(Generic[RequestT]):
 
     def push(self, request: RequestT) -> None:
         """Queue a request behind its host's others and tell politeness its crawl's delay."""
-        self._politeness.note_request(
-            request.host, request.crawl_id, request.politeness_delay_ms / 1000
-        )
-        self._enqueue(request, at_head=False)
+        host = request.host
+        self._politeness.note_request(host, request.crawl_id, request.politeness_delay_ms / 1000)
+        self._enqueue(request, host, at_head=False)
 
     def requeue(self, request: RequestT) -> None:
         """Put a popped request back at the head of its host's queue, e.g. after its grant was
         spent on the host's robots.txt."""
-        self._enqueue(request, at_head=True)
+        self._enqueue(request, request.host, at_head=True)
 
     def pop_ready(self) -> tuple[RequestT, Grant] | None:
         """The next request that may start now, with its politeness grant, or None.
@@ -203,11 +202,11 @@ class HostQueues(Generic[RequestT]):
 
     # ----- internals -------------------------------------------------------------------------
 
-    def _enqueue(self, request: RequestT, *, at_head: bool) -> None:
+    def _enqueue(self, request: RequestT, host: str, *, at_head: bool) -> None:
         entry = _Entry(request)
-        queue = self._queues.get(request.host)
+        queue = self._queues.get(host)
         if queue is None:
-            queue = self._queues[request.host] = _HostQueue(next(self._order))
+            queue = self._queues[host] = _HostQueue(next(self._order))
         if at_head:
             queue.entries.appendleft(entry)
         else:
@@ -216,7 +215,7 @@ class HostQueues(Generic[RequestT]):
         self._size += 1
         heapq.heappush(self._by_deadline, (request.deadline, next(self._order), entry))
         if queue.key is None:  # a host already queued is rekeyed by politeness when it changes
-            self._rekey(request.host, queue)
+            self._rekey(host, queue)
 
     def _take(self, host: str, queue: _HostQueue[RequestT]) -> RequestT:
         """Hand out the host's first live request; the host goes behind the others of its time."""

@@ -332,7 +332,7 @@ def accepts(content_type: str | None, accepted: Sequence[str]) -> bool:
     An empty list accepts anything, and so does a response without Content-Type: the parser
     sniffs those rather than the fetcher guessing.
     """
-    if not accepted or content_type is None:
+    if not accepted or content_type is None or content_type in accepted:
         return True
     major = content_type.partition("/")[0]
     for pattern in accepted:

@@ -53,7 +53,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -86,9 +86,10 @@ class PolitenessSettings(BaseModel):
     host's delay is above 0 (the larger of the two)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """Permission for one request to ``host``; give it back with :meth:`Politeness.release`."""
+class Grant(NamedTuple):
+    """Permission for one request to ``host``; give it back with :meth:`Politeness.release`.
+    (A named tuple: one is made per request, and a frozen dataclass sets each field through
+    ``object.__setattr__``.)"""
 
     host: str
     started_at: float
@@ -132,6 +133,11 @@ class Politeness:
         """Grant id -> when its request started (the grant, or the send once reported)."""
         self._ids = itertools.count(1)
         self._listeners: list[HostListener] = []
+        # Read several times per request: kept as plain attributes.
+        self._now = clock.monotonic
+        self._min_delay_s = settings.min_delay_s
+        self._per_host = settings.per_host_concurrency
+        self._global = settings.global_concurrency
 
     @property
     def active(self) -> int:
@@ -141,7 +147,7 @@ class Politeness:
     @property
     def saturated(self) -> bool:
         """The global concurrency limit is reached: no host may start until a release."""
-        return self._active >= self._settings.global_concurrency
+        return self._active >= self._global
 
     def subscribe(self, listener: HostListener) -> None:
         """Call ``listener(host)`` whenever a host may become ready sooner than it said: a release,
@@ -183,9 +189,12 @@ class Politeness:
         crawl_delay = slot.crawl_delay_s
         if crawl_delay is None or now > slot.crawl_delay_until:
             crawl_delay = self._crawl_delay(slot, now)
-        return max(
-            self._settings.min_delay_s, slot.robots_delay_s, slot.adaptive_delay_s, crawl_delay
-        )
+        # The largest of the four, compared in line: this runs several times per request, and
+        # max() of four arguments costs more than the comparisons.
+        delay, robots, adaptive = self._min_delay_s, slot.robots_delay_s, slot.adaptive_delay_s
+        delay = robots if robots > delay else delay
+        delay = adaptive if adaptive > delay else delay
+        return crawl_delay if crawl_delay > delay else delay
 
     def _crawl_delay(self, slot: _Slot, now: float) -> float:
         """The largest delay of the crawls that asked for the host in the last crawl_activity_s
@@ -208,24 +217,26 @@ class Politeness:
     def host_ready_at(self, host: str) -> float:
         """:meth:`next_allowed_at` as far as ``host``'s own slot decides (the global limit aside:
         it is the same for every host, see :attr:`saturated`)."""
-        return self._ready_at(self._slot(host), self._clock.monotonic())
+        slot = self._slots.get(host)
+        return self._ready_at(self._slot(host) if slot is None else slot, self._now())
 
     def _ready_at(self, slot: _Slot, now: float) -> float:
-        if slot.active >= self._settings.per_host_concurrency:
+        if slot.active >= self._per_host:
             return math.inf
-        return max(slot.last_start + self._delay_of(slot, now), slot.blocked_until)
+        ready_at = slot.last_start + self._delay_of(slot, now)
+        return ready_at if ready_at >= slot.blocked_until else slot.blocked_until
 
     def try_acquire(self, host: str) -> Grant | None:
         """A grant when a request to ``host`` may start now, else None."""
-        now = self._clock.monotonic()
-        if self.saturated:
+        now = self._now()
+        if self._active >= self._global:
             return None
-        slot = self._slot(host)
+        slot = self._slots.get(host)
+        if slot is None:
+            slot = self._slot(host)
         if self._ready_at(slot, now) > now:
             return None
-        grant = Grant(
-            host=host, started_at=now, grant_id=next(self._ids), previous_start=slot.last_start
-        )
+        grant = Grant(host, now, next(self._ids), slot.last_start)
         slot.active += 1
         slot.last_start = now
         self._active += 1
@@ -238,16 +249,14 @@ class Politeness:
         already given back."""
         if grant.grant_id not in self._outstanding:
             return
-        now = self._clock.monotonic()
+        now = self._now()
         self._outstanding[grant.grant_id] = now
         slot = self._slots[grant.host]
         delay = self._delay_of(slot, now)
-        margin = (
-            max(self._settings.send_margin_s, self._settings.send_margin_ratio * delay)
-            if delay > 0
-            else 0.0
-        )
-        slot.last_start = max(slot.last_start, now + margin)
+        sent_at = now
+        if delay > 0:
+            sent_at += max(self._settings.send_margin_s, self._settings.send_margin_ratio * delay)
+        slot.last_start = max(slot.last_start, sent_at)
 
     def release(
         self,
@@ -262,8 +271,9 @@ class Politeness:
         one, from now, unless it already counts from later (module docstring)."""
         sent_at = self._outstanding.get(grant.grant_id, grant.started_at)
         slot = self._return(grant)
-        now = self._clock.monotonic()
-        slot.last_start = max(slot.last_start, now if answered_at is None else answered_at)
+        now = self._now()
+        counts_from = now if answered_at is None else answered_at
+        slot.last_start = max(slot.last_start, counts_from)
         self._adapt(slot, status, max(now - sent_at, 0.0))
         if retry_after_s is not None:
             wait = min(max(retry_after_s, 0.0), self._settings.retry_after_cap_s)
