@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from aiohttp import web
 from prometheus_client import REGISTRY, generate_latest
 
@@ -162,28 +161,3 @@ async def test_a_fetch_under_way_is_in_flight_until_it_ends() -> None:
         answer.set()
         assert (await task).kind == "done"
     assert _sample(in_flight) == before
-
-
-def test_histogram_buckets_are_cumulative_and_a_bound_holds_its_own_value() -> None:
-    histogram = metrics.TallyHistogram("a_seconds", "a test histogram", buckets=(0.01, 0.1, 1))
-    for amount in (0.0, 0.01, 0.05, 0.1, 0.5, 7.0):
-        histogram.observe(amount)
-    family = histogram.family()
-    values = {(sample.name, sample.labels.get("le")): sample.value for sample in family.samples}
-    assert values[("a_seconds_bucket", "0.01")] == 2, "le is 'less than or equal'"
-    assert values[("a_seconds_bucket", "0.1")] == 4
-    assert values[("a_seconds_bucket", "1.0")] == 5
-    assert values[("a_seconds_bucket", "+Inf")] == 6
-    assert values[("a_seconds_count", None)] == 6
-    assert values[("a_seconds_sum", None)] == pytest.approx(7.66)
-
-
-def test_a_labelled_tally_keeps_one_series_per_label_set() -> None:
-    tally = metrics.LabelledTally("a_total", "a test counter", ["status_class", "outcome"])
-    tally.labels("2xx", "done").inc()
-    tally.labels("2xx", "done").inc(2)
-    tally.labels("5xx", "retryable").inc()
-    samples = {tuple(sample.labels.values()): sample.value for sample in tally.family().samples}
-    assert samples == {("2xx", "done"): 3, ("5xx", "retryable"): 1}
-    with pytest.raises(ValueError):
-        tally.labels("2xx")
