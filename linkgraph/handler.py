@@ -30,12 +30,8 @@ from typing import Any
 
 from linkgraph import metrics
 from linkgraph.exceptions import CorruptRecordError, NotOwnedError, QueryError
-from linkgraph.indexes import (
-    PartitionIndexes,
-    anchors_of_reverse,
-    upsert_in_link,
-    upsert_page_links,
-)
+from linkgraph.indexes import PartitionIndexes, anchors_of_reverse, upsert_page_links
+from linkgraph.inlinks import upsert_in_links
 from linkgraph.nodecache import NodeCache
 from linkgraph.queries import Query, TableReader, answer
 from linkgraph.records import ANCHORS, FORWARD, NODES, STATS_KEY, TABLES, PartitionStats
@@ -44,7 +40,7 @@ from schemas.links import PageLinks
 from schemas.links_by_target import InLink
 from schemas.serde import decode
 from streamcrawl.batch import Batch, BatchHandler, Row
-from streamcrawl.handler import Context
+from streamcrawl.handler import Context, Record
 from streamcrawl.spec import Input
 
 log = logging.getLogger(__name__)
@@ -129,31 +125,30 @@ class LinkGraphHandler(BatchHandler):
             batch.transaction, nodes, stats, self._topics.partitions, rows, self._partitions
         )
         links_topic = self._topics.links
+        in_links: list[Record] = []
+        """The run of in-links since the last `links` record (applied together, in order)."""
         for record in batch.records:
-            indexes.begin(f"{record.topic}:{record.partition}:{record.offset}")  # Batch.source
             if record.topic != links_topic:
-                # Changes its node only once nothing can fail any more (see `upsert_in_link`).
-                try:
-                    upsert_in_link(indexes, record.value)
-                except CorruptRecordError as error:
+                in_links.append(record)
+                continue
+            if in_links:
+                upsert_in_links(indexes, batch, in_links)
+                in_links = []
+            indexes.begin(f"{record.topic}:{record.partition}:{record.offset}")  # Batch.source
+            url = record.value.from_url
+            saved = nodes.snapshot(url)
+            try:
+                upsert_page_links(indexes, record.value)
+            except Exception as error:
+                nodes.restore(url, saved)
+                if isinstance(error, CorruptRecordError):
                     batch.reject(record, f"corrupt state: {error}")
-                    continue
-                except Exception as error:  # a bug must not stop the loop: routed by the kernel
+                else:
                     batch.failed(record, error)
-                    continue
-            else:
-                url = record.value.from_url
-                saved = nodes.snapshot(url)
-                try:
-                    upsert_page_links(indexes, record.value)
-                except Exception as error:
-                    nodes.restore(url, saved)
-                    if isinstance(error, CorruptRecordError):
-                        batch.reject(record, f"corrupt state: {error}")
-                    else:
-                        batch.failed(record, error)
-                    continue
+                continue
             indexes.commit()
+        if in_links:
+            upsert_in_links(indexes, batch, in_links)
         if rows:
             batch.produce_rows(self._topics.by_target, rows)
         metrics.EDGES_UPSERTED.inc(indexes.upserted)

@@ -27,9 +27,8 @@ from collections.abc import Iterator
 import orjson
 
 from linkgraph.exceptions import CorruptRecordError
-from linkgraph.hosts import host_and_domain, origin_of
 from linkgraph.murmur import partition_of_key
-from linkgraph.nodecache import CachedNode, NodeCache
+from linkgraph.nodecache import CachedNode, NodeCache, new_node
 from linkgraph.records import (
     ANCHORS,
     FORWARD,
@@ -46,18 +45,12 @@ from linkgraph.records import (
 )
 from schemas.base import SCHEMA_VERSION
 from schemas.links import LinkEdge, PageLinks
-from schemas.links_by_target import InLink
 from streamcrawl.batch import Row
 from streamcrawl.recovery import Derived
 from streamcrawl.state import Transaction
 
 PARTITIONS_CACHED = 1 << 16
 """Targets whose `links.by-target` partition is remembered (a site's navigation targets recur)."""
-
-
-def new_node(url: str, first_seen_at: int) -> NodeRecord:
-    host, domain = host_and_domain(origin_of(url))
-    return NodeRecord.new(url, host, domain, first_seen_at)
 
 
 class PartitionIndexes:
@@ -362,69 +355,6 @@ def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, head: bytes, fetche
         indexes.put_forward(key, raw, encoded)
         _, to_url = split_key(key)
         indexes.rekey(to_url, node.url, in_link_value(head, to_url, encoded))
-
-
-def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
-    """Apply one re-keyed edge to the reverse index, the target's anchors and its node.
-
-    Anchor entries are keys only (``to TAB text TAB from``, see `records`): the previous reverse
-    record says which entry to remove, so no count is read or rewritten; queries count them.
-    Run once per edge, so the common case (a new in-link) writes without helper calls."""
-    to_url, from_url = in_link.to_url, in_link.from_url
-    node = indexes.node(to_url)
-    key = f"{to_url}{SEPARATOR}{from_url}".encode()  # edge_key
-    # A target with no in-link stored has no reverse entry: skip that read.
-    old = indexes.transaction.get(REVERSE, key) if node.in_total > 0 else None
-    previous = EdgeRecord.decode(old) if old is not None else None
-    if previous is not None and previous.last_seen_at > in_link.last_seen_at:
-        return  # a stale copy: the reverse index already reflects a newer fetch
-    discovered_at = in_link.discovered_at
-    if previous is not None and previous.discovered_at < discovered_at:
-        discovered_at = previous.discovered_at
-    text, gone = in_link.anchor_text, in_link.gone
-    encoded = orjson.dumps(
-        {
-            "anchor_text": text,
-            "context_window": in_link.context_window,
-            "link_type": in_link.link_type,
-            "position": in_link.position,
-            "discovered_at": discovered_at,
-            "last_seen_at": in_link.last_seen_at,
-            "rel": in_link.rel,
-            "gone": gone,
-        }
-    )
-    if encoded == old:
-        return
-    # Nothing can fail from here on: written straight into the cycle's transaction.
-    transaction, source, stats = indexes.transaction, indexes.source, indexes.stats
-    new_text = "" if gone else text
-    if previous is None:  # a new in-link (the common case)
-        if new_text:
-            anchor = f"{to_url}{SEPARATOR}{new_text}{SEPARATOR}{from_url}".encode()  # anchor_key
-            stats.entries[ANCHORS] += 1
-            stats.size[ANCHORS] += len(anchor)
-            transaction.put(ANCHORS, anchor, b"", source)
-        stats.entries[REVERSE] += 1
-        stats.size[REVERSE] += len(key) + len(encoded)
-        transaction.put(REVERSE, key, encoded, source)
-        node.in_total += 1
-        if not gone:
-            node.in_live += 1
-        indexes.touched(node, in_link.discovered_at)
-        return
-    was_live = not previous.gone
-    old_text = previous.anchor_text if was_live else ""
-    if old_text != new_text:
-        if old_text:
-            indexes.put_now(ANCHORS, anchor_key(to_url, old_text, from_url), b"", None)
-        if new_text:
-            indexes.put_now(ANCHORS, anchor_key(to_url, new_text, from_url), None, b"")
-    indexes.put_now(REVERSE, key, old, encoded)
-    # The node changes last, after everything that can fail: it outlives a failed message.
-    if was_live == gone:
-        node.in_live += -1 if was_live else 1
-    indexes.touched(node, in_link.discovered_at)
 
 
 def anchors_of_reverse(table: str, key: bytes, old: bytes | None, new: bytes | None) -> Derived:

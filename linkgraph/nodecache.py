@@ -11,18 +11,52 @@ loop either writes a cycle's transaction after its `on_tick`, or closes the part
 commit: the handler then drops the cache with the partition), or stops. A record that fails while
 being applied has its node put back (`snapshot` and `restore`). At most `MAX_NODES` nodes are
 kept; beyond that the longest-cached unchanged ones are forgotten at `flush`.
+
+Most targets are new (a page's content links point at pages nobody linked before): a target the
+store has no node for is kept as a `NewTarget`, only the counts in-links change, and encoded at
+`flush` from a template (`records.new_target_value`), with no `NodeRecord` made or serialised; it
+becomes a full cached node only when something else needs it (`get`), and is forgotten once
+written (a later in-link reads it back from the store).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
-from linkgraph.records import NODES, NodeRecord, PartitionStats
+import orjson
+
+from linkgraph.hosts import host_and_domain, origin_of
+from linkgraph.records import NODES, NodeRecord, PartitionStats, new_target_value
 from streamcrawl.state import Transaction
 
 MAX_NODES = 32_768
 """Nodes kept per state partition (about 1 KiB of Python objects each)."""
+
+
+def new_node(url: str, first_seen_at: int) -> NodeRecord:
+    host, domain = host_and_domain(origin_of(url))
+    return NodeRecord.new(url, host, domain, first_seen_at)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def origin_fields(origin: str) -> bytes:
+    """A node's host and domain as encoded JSON (`records.new_target_value`), per origin."""
+    host, domain = host_and_domain(origin)
+    return b"".join((orjson.dumps(host), b',"domain":', orjson.dumps(domain)))
+
+
+@dataclass(slots=True)
+class NewTarget:
+    """A target with no node stored, so far changed by in-links only (see the module docstring);
+    the fields are those of its `NodeRecord`."""
+
+    first_seen_at: int
+    in_live: int = 0
+    in_total: int = 0
+    source: str | None = None
+    """The last message that changed it (its changelog header)."""
 
 
 @dataclass(slots=True)
@@ -38,10 +72,21 @@ class NodeCache:
     def __init__(self, limit: int = MAX_NODES) -> None:
         self._limit = limit
         self.entries: dict[str, CachedNode] = {}
+        self.targets: dict[str, NewTarget] = {}
+        """This cycle's new targets (written at `flush`, then forgotten)."""
         self._changed: list[CachedNode] = []
 
     def get(self, url: str) -> CachedNode | None:
-        return self.entries.get(url)
+        """The cached node of `url`; a new target becomes a full node from here on."""
+        cached = self.entries.get(url)
+        if cached is None and url in self.targets:
+            target = self.targets.pop(url)
+            node = new_node(url, target.first_seen_at)
+            node.in_live, node.in_total = target.in_live, target.in_total
+            cached = self.entries[url] = CachedNode(node, None)
+            if target.source is not None:
+                self.changed(cached, target.source)
+        return cached
 
     def add(self, url: str, cached: CachedNode) -> None:
         self.entries[url] = cached
@@ -54,7 +99,7 @@ class NodeCache:
 
     def snapshot(self, url: str) -> CachedNode | None:
         """A copy to put back if the message changing the node fails (see `restore`)."""
-        cached = self.entries.get(url)
+        cached = self.get(url)
         if cached is None:
             return None
         node = cached.node
@@ -84,10 +129,25 @@ class NodeCache:
                 transaction.put(NODES, key, encoded, source)
                 cached.stored = encoded
         self._changed = []
+        for url, target in self.targets.items():
+            if target.source is None:
+                continue  # its in-links failed: it was never changed
+            encoded = new_target_value(
+                url,
+                origin_fields(origin_of(url)),
+                target.first_seen_at,
+                target.in_live,
+                target.in_total,
+            )
+            key = url.encode()
+            stats.entries[NODES] += 1
+            stats.size[NODES] += len(key) + len(encoded)
+            transaction.put(NODES, key, encoded, target.source)
+        self.targets = {}
         if len(self.entries) > self._limit:
             entries = self.entries
             for url in list(entries)[: len(entries) - self._limit * 3 // 4]:
                 del entries[url]
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.entries) + len(self.targets)
