@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -114,12 +115,12 @@ class LinkGraphHandler(BatchHandler):
         transaction only once it succeeded (`PartitionIndexes.commit`); a record that fails is
         dead-lettered by the kernel with nothing of it written, its cached source node put back."""
         partition = batch.partition
-        nodes = self._nodes.get(partition)
-        if nodes is None:
-            nodes = self._nodes[partition] = NodeCache()
         stats = self._stats.get(partition)
         if stats is None:
             stats = self._stats[partition] = PartitionStats()
+        nodes = self._nodes.get(partition)
+        if nodes is None:  # a partition not opened through `on_partition_opened`
+            nodes = self._nodes[partition] = self._node_cache(stats, batch.transaction.scan(NODES))
         rows: list[Row] = []
         indexes = PartitionIndexes(
             batch.transaction, nodes, stats, self._topics.partitions, rows, self._partitions
@@ -154,6 +155,14 @@ class LinkGraphHandler(BatchHandler):
         metrics.EDGES_UPSERTED.inc(indexes.upserted)
         self._stats_dirty.add(partition)
 
+    @staticmethod
+    def _node_cache(stats: PartitionStats, stored: Iterator[tuple[bytes, bytes]]) -> NodeCache:
+        """A partition's node cache, beginning its next in-link epoch (`linkgraph.nodecache`)."""
+        stats.epoch += 1
+        nodes = NodeCache(epoch=stats.epoch)
+        nodes.load(stored)
+        return nodes
+
     def _refresh_gauges(self) -> None:
         """Sum the partitions' stats into the gauges; at most once a second (on ticks)."""
         self._gauges_at = time.monotonic()
@@ -168,8 +177,9 @@ class LinkGraphHandler(BatchHandler):
     def on_partition_opened(self, ctx: Context) -> None:
         if ctx.partition is None:
             return
-        self._stats[ctx.partition] = PartitionStats.decode(ctx.table(NODES).get(STATS_KEY))
-        self._nodes[ctx.partition] = NodeCache()
+        stats = PartitionStats.decode(ctx.table(NODES).get(STATS_KEY))
+        self._stats[ctx.partition] = stats
+        self._nodes[ctx.partition] = self._node_cache(stats, ctx.table(NODES).scan())
         self._refresh_gauges()
         with self._lock:
             self._open.add(ctx.partition)

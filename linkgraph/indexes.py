@@ -180,7 +180,8 @@ class PartitionIndexes:
         then `touched` it, and only after everything that can fail (see the handler)."""
         cached = self.cache.get(url)
         if cached is None:
-            raw = self.transaction.get(NODES, url.encode())
+            key = url.encode()
+            raw = self.transaction.get(NODES, key) if self.cache.might_be_stored(key) else None
             # A new node's first_seen_at is set by its first `touched`.
             node = NodeRecord.decode(raw) if raw is not None else new_node(url, -1)
             cached = CachedNode(node, raw)

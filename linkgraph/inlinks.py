@@ -74,6 +74,7 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
     transaction, cache, stats = indexes.transaction, indexes.cache, indexes.stats
     entries = cache.entries
     reverse, anchors = _RunWrites(), _RunWrites()
+    epoch, might_hold = cache.epoch, cache.might_hold_in_link
     for record in records:
         in_link = record.value
         source = f"{record.topic}:{record.partition}:{record.offset}"  # Batch.source
@@ -87,8 +88,13 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
                 node = cached.node
             else:
                 node, cached, target = _uncached_node(indexes, to_url, in_link.discovered_at)
-            # A target with no in-link stored has no reverse entry: no read.
-            old, previous = _previous(transaction, reverse, key) if node.in_total else _NONE
+            # A target with no in-link stored has no reverse record, nor has a target of this
+            # epoch one its filter rules out (see `nodecache`): no read.
+            old, previous = _NONE
+            if node.in_total and (
+                node.in_epoch != epoch or key in reverse.written or might_hold(key)
+            ):
+                old, previous = _previous(transaction, reverse, key)
             discovered_at, old_text = in_link.discovered_at, ""
             if previous is not None:
                 if previous.last_seen_at > in_link.last_seen_at:
@@ -121,12 +127,13 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
         if old_text != new_text:
             _anchor_change(anchors, to_url, in_link.from_url, old_text, new_text, source)
         reverse.add(key, encoded, source)
-        _count(node, reverse, key, encoded, old, previous, gone, in_link.discovered_at)
+        _count(node, reverse, key, encoded, old, previous, gone, in_link.discovered_at, epoch)
         if target is not None:
             target.source = source
         elif cached is not None:
             cache.changed(cached, source)
     reverse.write(transaction, REVERSE, stats)
+    cache.in_links_written(reverse.keys)
     anchors.write(transaction, ANCHORS, stats)
 
 
@@ -142,11 +149,14 @@ def _count(
     previous: EdgeRecord | None,
     gone: bool,
     discovered_at: int,
+    epoch: int,
 ) -> None:
     """An in-link written: its target's counts and first sighting, the reverse index's size."""
     if old is None or previous is None:  # a new in-link (the common case)
         reverse.entries += 1
         reverse.size += len(key) + len(encoded)
+        if not node.in_total:
+            node.in_epoch = epoch  # its first in-link: every other one comes after it
         node.in_total += 1
         if not gone:
             node.in_live += 1
@@ -201,13 +211,15 @@ def _uncached_node(
         cached = _stored_node(indexes, url)
         if cached is not None:
             return cached.node, cached, None
-        target = targets[url] = NewTarget(discovered_at)
+        target = targets[url] = NewTarget(discovered_at, indexes.cache.epoch)
     return target, None, target
 
 
 def _stored_node(indexes: PartitionIndexes, url: str) -> CachedNode | None:
-    """The node the store holds for `url`, decoded and cached; None: the store has none."""
-    raw = indexes.transaction.get(NODES, url.encode())
+    """The node the store holds for `url`, decoded and cached; None: the store has none (no read
+    when the cache's filter rules it out)."""
+    key = url.encode()
+    raw = indexes.transaction.get(NODES, key) if indexes.cache.might_be_stored(key) else None
     if raw is None:
         return None
     cached = CachedNode(NodeRecord.decode(raw), raw)

@@ -17,22 +17,46 @@ store has no node for is kept as a `NewTarget`, only the counts in-links change,
 `flush` from a template (`records.new_target_value`), with no `NodeRecord` made or serialised; it
 becomes a full cached node only when something else needs it (`get`), and is forgotten once
 written (a later in-link reads it back from the store).
+
+Whether the store has a node at all is asked of a Bloom filter of the nodes table's keys first
+(`might_be_stored`, `linkgraph.keyfilter`): a new target is then known new without a RocksDB read,
+which costs as much as the rest of its in-link. The filter is filled from the table when the
+partition's cache is made (`load`) and with every node written since (`flush`); when it holds as
+many keys as it was sized for, it is refilled from the table at twice the size, so it never
+answers "absent" for a stored node (a false positive costs one read).
+
+An in-link to a target that has some already needs the stored reverse record of its edge, if
+any; most such edges are new (every page of a site links its navigation). The cache has a second
+filter, of the reverse records written since its current epoch began, and a node remembers the
+epoch in which it got its first in-link (`NodeRecord.in_epoch`). A node of the running epoch
+has no reverse record older than the filter, so an edge the filter rules out is new without a
+read; the nodes of any other epoch (older ones, or after a restart) are read as before. Epochs
+are counted in the partition's stats record (`PartitionStats.epoch`): a cache begins the next
+one, and so does a full filter at `flush`. No node of an epoch can be stored without the stats
+record that counted it (both go into every cycle's WriteBatch and changelog, the stats record
+with no source, so a restore always applies it), so an epoch is never begun twice.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import orjson
 
 from linkgraph.hosts import host_and_domain, origin_of
-from linkgraph.records import NODES, NodeRecord, PartitionStats, new_target_value
+from linkgraph.keyfilter import KeyFilter
+from linkgraph.records import NODES, STATS_KEY, NodeRecord, PartitionStats, new_target_value
 from streamcrawl.state import Transaction
 
 MAX_NODES = 32_768
 """Nodes kept per state partition (about 1 KiB of Python objects each)."""
+STORED_EXPECTED = 1 << 20
+"""Node keys a partition's filter holds at first (2 MiB)."""
+IN_LINKS_EXPECTED = 1 << 21
+"""Reverse records an epoch's filter holds (3 MiB); a new epoch begins when it is full."""
 
 
 def new_node(url: str, first_seen_at: int) -> NodeRecord:
@@ -53,6 +77,7 @@ class NewTarget:
     the fields are those of its `NodeRecord`."""
 
     first_seen_at: int
+    in_epoch: int
     in_live: int = 0
     in_total: int = 0
     source: str | None = None
@@ -69,12 +94,48 @@ class CachedNode:
 
 
 class NodeCache:
-    def __init__(self, limit: int = MAX_NODES) -> None:
+    def __init__(
+        self,
+        limit: int = MAX_NODES,
+        stored_expected: int = STORED_EXPECTED,
+        in_links_expected: int = IN_LINKS_EXPECTED,
+        epoch: int = 1,
+    ) -> None:
         self._limit = limit
+        self._stored = KeyFilter(stored_expected)
+        self._in_links_capacity = in_links_expected
+        self._new_epoch(epoch)
         self.entries: dict[str, CachedNode] = {}
         self.targets: dict[str, NewTarget] = {}
         """This cycle's new targets (written at `flush`, then forgotten)."""
         self._changed: list[CachedNode] = []
+
+    def load(self, stored: Iterator[tuple[bytes, bytes]]) -> None:
+        """Know the keys of the partition's nodes table (`stored`: a scan of it) for
+        `might_be_stored`; the cache's first call, or the filter answers "absent" for them."""
+        keys = [key for key, _ in stored if key != STATS_KEY]
+        capacity = self._stored.capacity
+        while len(keys) * 2 > capacity:
+            capacity *= 2
+        if capacity != self._stored.capacity:
+            self._stored = KeyFilter(capacity)
+        self._stored.add_all(keys)
+
+    def _new_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self._in_links = KeyFilter(self._in_links_capacity)
+
+    def might_hold_in_link(self, key: bytes) -> bool:
+        """False when no reverse record under `key` was written in the running epoch."""
+        return self._in_links.might_contain(key)
+
+    def in_links_written(self, keys: list[bytes]) -> None:
+        """Reverse records written into the cycle's transaction (see `might_hold_in_link`)."""
+        self._in_links.add_all(keys)
+
+    def might_be_stored(self, key: bytes) -> bool:
+        """False when the nodes table certainly has no node under `key` (see `load`)."""
+        return self._stored.might_contain(key)
 
     def get(self, url: str) -> CachedNode | None:
         """The cached node of `url`; a new target becomes a full node from here on."""
@@ -83,6 +144,7 @@ class NodeCache:
             target = self.targets.pop(url)
             node = new_node(url, target.first_seen_at)
             node.in_live, node.in_total = target.in_live, target.in_total
+            node.in_epoch = target.in_epoch
             cached = self.entries[url] = CachedNode(node, None)
             if target.source is not None:
                 self.changed(cached, target.source)
@@ -120,34 +182,57 @@ class NodeCache:
     def flush(self, transaction: Transaction, stats: PartitionStats) -> None:
         """Write the cycle's changed nodes into its transaction, each once, with the source of the
         last message that changed it (as if every message had written it)."""
+        stored: list[bytes] = []
+        """The keys of the nodes stored for the first time."""
         for cached in self._changed:
             source, cached.source = cached.source, None
             encoded = cached.node.encode()
             if encoded != cached.stored:
                 key = cached.node.url.encode()
+                if cached.stored is None:
+                    stored.append(key)
                 stats.changed(NODES, cached.stored, encoded, key)
                 transaction.put(NODES, key, encoded, source)
                 cached.stored = encoded
         self._changed = []
-        for url, target in self.targets.items():
-            if target.source is None:
-                continue  # its in-links failed: it was never changed
-            encoded = new_target_value(
-                url,
-                origin_fields(origin_of(url)),
-                target.first_seen_at,
-                target.in_live,
-                target.in_total,
-            )
-            key = url.encode()
-            stats.entries[NODES] += 1
-            stats.size[NODES] += len(key) + len(encoded)
-            transaction.put(NODES, key, encoded, target.source)
-        self.targets = {}
+        stored.extend(self._write_targets(transaction, stats))
+        self._stored.add_all(stored)
+        if self._in_links.full:
+            stats.epoch += 1
+            self._new_epoch(stats.epoch)
+        if self._stored.full:
+            self._stored = KeyFilter(self._stored.capacity * 2)
+            self.load(transaction.scan(NODES))
         if len(self.entries) > self._limit:
             entries = self.entries
             for url in list(entries)[: len(entries) - self._limit * 3 // 4]:
                 del entries[url]
+
+    def _write_targets(self, transaction: Transaction, stats: PartitionStats) -> list[bytes]:
+        """Write the cycle's new targets (one `put_many`, each with its last source) and forget
+        them; returns their keys."""
+        keys, values, sources = [], [], []
+        for url, target in self.targets.items():
+            if target.source is None:
+                continue  # its in-links failed: it was never changed
+            keys.append(url.encode())
+            values.append(
+                new_target_value(
+                    url,
+                    origin_fields(origin_of(url)),
+                    target.first_seen_at,
+                    target.in_live,
+                    target.in_total,
+                    target.in_epoch,
+                )
+            )
+            sources.append(target.source)
+        self.targets = {}
+        if keys:
+            transaction.put_many(NODES, keys, values, sources)
+            stats.entries[NODES] += len(keys)
+            stats.size[NODES] += sum(map(len, keys)) + sum(map(len, values))
+        return keys
 
     def __len__(self) -> int:
         return len(self.entries) + len(self.targets)
