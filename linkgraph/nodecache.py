@@ -97,13 +97,12 @@ class NodeCache:
     def __init__(
         self,
         limit: int = MAX_NODES,
-        stored_expected: int = STORED_EXPECTED,
-        in_links_expected: int = IN_LINKS_EXPECTED,
         epoch: int = 1,
+        in_links_expected: int | None = None,
     ) -> None:
         self._limit = limit
-        self._stored = KeyFilter(stored_expected)
-        self._in_links_capacity = in_links_expected
+        self._stored = KeyFilter(STORED_EXPECTED)
+        self._in_links_capacity = in_links_expected or IN_LINKS_EXPECTED
         self._new_epoch(epoch)
         self.entries: dict[str, CachedNode] = {}
         self.targets: dict[str, NewTarget] = {}
