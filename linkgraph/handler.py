@@ -40,7 +40,7 @@ from schemas.canonical import registered_domain
 from schemas.links import PageLinks
 from schemas.links_by_target import InLink
 from schemas.serde import decode
-from streamcrawl.batch import Batch, BatchHandler, Row
+from streamcrawl.batch import Batch, BatchHandler
 from streamcrawl.handler import Context, Record
 from streamcrawl.spec import Input
 
@@ -92,8 +92,6 @@ class LinkGraphHandler(BatchHandler):
         are written into its transaction at its `on_tick` (before queries are answered)."""
         self._gauges_at = float("-inf")
         self._stats_dirty: set[int] = set()
-        self._partitions: dict[str, int] = {}
-        """Targets' `links.by-target` partitions (`PartitionIndexes.partition`)."""
         # tldextract builds its suffix trie at the first registered domain asked for (a quarter
         # of a second): at start-up, not inside the first cycle of records.
         registered_domain("www.example.com")
@@ -121,10 +119,7 @@ class LinkGraphHandler(BatchHandler):
         nodes = self._nodes.get(partition)
         if nodes is None:  # a partition not opened through `on_partition_opened`
             nodes = self._nodes[partition] = self._node_cache(stats, batch.transaction.scan(NODES))
-        rows: list[Row] = []
-        indexes = PartitionIndexes(
-            batch.transaction, nodes, stats, self._topics.partitions, rows, self._partitions
-        )
+        indexes = PartitionIndexes(batch.transaction, nodes, stats, self._topics.partitions)
         links_topic = self._topics.links
         in_links: list[Record] = []
         """The run of in-links since the last `links` record (applied together, in order)."""
@@ -150,6 +145,7 @@ class LinkGraphHandler(BatchHandler):
             indexes.commit()
         if in_links:
             upsert_in_links(indexes, batch, in_links)
+        rows = indexes.rows()
         if rows:
             batch.produce_rows(self._topics.by_target, rows)
         metrics.EDGES_UPSERTED.inc(indexes.upserted)

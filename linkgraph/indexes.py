@@ -27,7 +27,7 @@ from collections.abc import Iterator
 import orjson
 
 from linkgraph.exceptions import CorruptRecordError
-from linkgraph.murmur import partition_of_key
+from linkgraph.murmur import partitions_of_keys
 from linkgraph.nodecache import CachedNode, NodeCache, new_node
 from linkgraph.records import (
     ANCHORS,
@@ -49,18 +49,16 @@ from streamcrawl.batch import Row
 from streamcrawl.recovery import Derived
 from streamcrawl.state import Transaction
 
-PARTITIONS_CACHED = 1 << 16
-"""Targets whose `links.by-target` partition is remembered (a site's navigation targets recur)."""
-
 
 class PartitionIndexes:
     """The tables of one state partition for the messages of one batch, applied one after another
     (see the handler). A message's forward writes and re-keyed edges are held here until it
     succeeded; `commit` then puts them into the cycle's transaction with the message as their
     source, and their size changes into the partition's, so a message that fails leaves no write
-    behind. An in-link writes last, straight through (`put_now`). Nodes go through the
-    partition's `NodeCache` instead of the nodes table: a target gets many in-links per cycle and
-    each would read, decode, encode and write the whole node record."""
+    behind. Nodes go through the partition's `NodeCache` instead of the nodes table: a target
+    gets many in-links per cycle and each would read, decode, encode and write the whole node
+    record. The re-keyed edges of the batch's committed messages are its `rows`, their
+    partitions computed together at the end (`murmur.partitions_of_keys`)."""
 
     def __init__(
         self,
@@ -68,16 +66,11 @@ class PartitionIndexes:
         nodes: NodeCache,
         stats: PartitionStats,
         partitions: int,
-        rows: list[Row],
-        known_partitions: dict[str, int],
     ) -> None:
         self.transaction = transaction
         self.stats = stats
         self.cache = nodes
         self.partitions = partitions
-        self.known_partitions = known_partitions
-        """Targets' `links.by-target` partitions, kept by the handler (see `partition`)."""
-        self._rows = rows
         self._cached: CachedNode | None = None
         self.source: str | None = None
         self.writes: list[tuple[str, bytes, bytes | None, bytes | None]] = []
@@ -87,8 +80,12 @@ class PartitionIndexes:
         """This message's new forward edges (a first crawl's bulk path), none stored before."""
         self.forward_writes: dict[bytes, bytes] = {}
         """This message's forward writes by key, for its own reads (a target twice, the sweep)."""
-        self.rekeyed: list[Row] = []
-        """This message's changed edges for `links.by-target`: key, in-link value, partition."""
+        self.rekeyed_keys: list[str] = []
+        self.rekeyed_values: list[bytes] = []
+        self.rekeyed_targets: list[bytes] = []
+        """This message's changed edges for `links.by-target`: keys, in-link values, targets."""
+        self._rows: tuple[list[str], list[bytes], list[bytes]] = ([], [], [])
+        """The same of the batch's committed messages (see `rows`)."""
         self.upserted = 0
         """Forward edges created or changed by the messages committed so far."""
 
@@ -102,8 +99,8 @@ class PartitionIndexes:
             self.new_values = []
         if self.forward_writes:
             self.forward_writes = {}
-        if self.rekeyed:
-            self.rekeyed = []
+        if self.rekeyed_keys:
+            self.rekeyed_keys, self.rekeyed_values, self.rekeyed_targets = [], [], []
 
     def commit(self) -> None:
         """Put the message's writes into the cycle's transaction, with the message as source, its
@@ -129,32 +126,28 @@ class PartitionIndexes:
                 size[table] -= len(key) + len(old)
             else:
                 size[table] += len(value) - len(old)
-        if self.rekeyed:
-            self._rows.extend(self.rekeyed)
-            self.upserted += len(self.rekeyed)
+        if self.rekeyed_keys:
+            self.keep_rekeyed()
+
+    def keep_rekeyed(self) -> None:
+        """The message's re-keyed edges join the batch's `rows` (it succeeded)."""
+        keys, values, targets = self._rows
+        keys.extend(self.rekeyed_keys)
+        values.extend(self.rekeyed_values)
+        targets.extend(self.rekeyed_targets)
+        self.upserted += len(self.rekeyed_keys)
 
     def rekey(self, to_url: str, from_url: str, value: bytes) -> None:
         """Queue a changed edge for `links.by-target` (sent once the message succeeded)."""
-        self.rekeyed.append((f"{to_url}\t{from_url}", value, self.partition(to_url)))
+        self.rekeyed_keys.append(f"{to_url}\t{from_url}")
+        self.rekeyed_values.append(value)
+        self.rekeyed_targets.append(to_url.encode())
 
-    def partition(self, to_url: str) -> int:
-        """`links_by_target.partition`, through librdkafka's murmur2 (`linkgraph.murmur`)."""
-        cached = self.known_partitions
-        found = cached.get(to_url)
-        if found is None:
-            if len(cached) >= PARTITIONS_CACHED:
-                cached.clear()
-            found = cached[to_url] = partition_of_key(to_url.encode(), self.partitions)
-        return found
-
-    def put_now(self, table: str, key: bytes, old: bytes | None, new: bytes | None) -> None:
-        """Write (None: delete) straight into the cycle's transaction: only once nothing of the
-        message can fail any more (an in-link's writes come last, see `upsert_in_link`)."""
-        self.stats.changed(table, old, new, key)
-        if new is None:
-            self.transaction.delete(table, key, self.source)
-        else:
-            self.transaction.put(table, key, new, self.source)
+    def rows(self) -> list[Row]:
+        """The committed messages' re-keyed edges for `links.by-target`: key, in-link value and
+        the target's partition (`links_by_target.partition`, for all of them at once)."""
+        keys, values, targets = self._rows
+        return list(zip(keys, values, partitions_of_keys(targets, self.partitions), strict=True))
 
     def get(self, table: str, key: bytes) -> bytes | None:
         """A stored value as the cycle's earlier messages left it (not this message's writes)."""
@@ -243,18 +236,17 @@ def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str, head:
     keys = [(prefix + edge.to_url).encode() for edge in links.edges]
     if len(set(keys)) != len(keys):
         return False
-    dumps, join, rekeyed, partition = orjson.dumps, b"".join, indexes.rekeyed, indexes.partition
-    cached = indexes.known_partitions
+    dumps, join = orjson.dumps, b"".join
+    rekeyed_keys, rekeyed_values = indexes.rekeyed_keys, indexes.rekeyed_values
+    targets = indexes.rekeyed_targets
     values = []
     for edge in links.edges:
         encoded = new_edge_value(edge, fetched_at)
         values.append(encoded)
         to_url = edge.to_url
-        target = cached.get(to_url)
-        if target is None:
-            target = partition(to_url)
-        value = join((head, b',"to_url":', dumps(to_url), b",", encoded[1:]))
-        rekeyed.append((f"{to_url}\t{from_url}", value, target))
+        rekeyed_keys.append(f"{to_url}\t{from_url}")
+        rekeyed_values.append(join((head, b',"to_url":', dumps(to_url), b",", encoded[1:])))
+        targets.append(to_url.encode())
     indexes.new_keys, indexes.new_values = keys, values
     return True
 

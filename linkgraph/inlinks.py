@@ -74,7 +74,7 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
     transaction, cache, stats = indexes.transaction, indexes.cache, indexes.stats
     entries = cache.entries
     reverse, anchors = _RunWrites(), _RunWrites()
-    epoch, might_hold = cache.epoch, cache.might_hold_in_link
+    epoch, might_hold = cache.epoch, cache.in_links.might_contain  # see `nodecache`
     for record in records:
         in_link = record.value
         source = f"{record.topic}:{record.partition}:{record.offset}"  # Batch.source
@@ -204,24 +204,16 @@ def _uncached_node(
     indexes: PartitionIndexes, url: str, discovered_at: int
 ) -> tuple[NodeRecord | NewTarget, CachedNode | None, NewTarget | None]:
     """A target's node when it is not a cached one: this cycle's new target, the stored node
-    (decoded, cached from now on), or a new target first seen at `discovered_at`."""
-    targets = indexes.cache.targets
-    target = targets.get(url)
+    (decoded, cached from now on), or a new target first seen at `discovered_at` (no read when
+    the cache's filter rules a stored one out)."""
+    cache = indexes.cache
+    target = cache.targets.get(url)
     if target is None:
-        cached = _stored_node(indexes, url)
-        if cached is not None:
+        key = url.encode()
+        raw = indexes.transaction.get(NODES, key) if cache.stored.might_contain(key) else None
+        if raw is not None:
+            cached = CachedNode(NodeRecord.decode(raw), raw)
+            cache.add(url, cached)
             return cached.node, cached, None
-        target = targets[url] = NewTarget(discovered_at, indexes.cache.epoch)
+        target = cache.targets[url] = NewTarget(discovered_at, cache.epoch)
     return target, None, target
-
-
-def _stored_node(indexes: PartitionIndexes, url: str) -> CachedNode | None:
-    """The node the store holds for `url`, decoded and cached; None: the store has none (no read
-    when the cache's filter rules it out)."""
-    key = url.encode()
-    raw = indexes.transaction.get(NODES, key) if indexes.cache.might_be_stored(key) else None
-    if raw is None:
-        return None
-    cached = CachedNode(NodeRecord.decode(raw), raw)
-    indexes.cache.add(url, cached)
-    return cached

@@ -101,8 +101,9 @@ class NodeCache:
         in_links_expected: int | None = None,
     ) -> None:
         self._limit = limit
-        self._stored = KeyFilter(STORED_EXPECTED)
-        self._in_links_capacity = in_links_expected or IN_LINKS_EXPECTED
+        self.stored = KeyFilter(STORED_EXPECTED)
+        """The nodes table's keys (`might_be_stored`)."""
+        self.in_links_capacity = in_links_expected or IN_LINKS_EXPECTED
         self._new_epoch(epoch)
         self.entries: dict[str, CachedNode] = {}
         self.targets: dict[str, NewTarget] = {}
@@ -113,28 +114,28 @@ class NodeCache:
         """Know the keys of the partition's nodes table (`stored`: a scan of it) for
         `might_be_stored`; the cache's first call, or the filter answers "absent" for them."""
         keys = [key for key, _ in stored if key != STATS_KEY]
-        capacity = self._stored.capacity
+        capacity = self.stored.capacity
         while len(keys) * 2 > capacity:
             capacity *= 2
-        if capacity != self._stored.capacity:
-            self._stored = KeyFilter(capacity)
-        self._stored.add_all(keys)
+        if capacity != self.stored.capacity:
+            self.stored = KeyFilter(capacity)
+        self.stored.add_all(keys)
 
     def _new_epoch(self, epoch: int) -> None:
         self.epoch = epoch
-        self._in_links = KeyFilter(self._in_links_capacity)
+        self.in_links = KeyFilter(self.in_links_capacity)
 
     def might_hold_in_link(self, key: bytes) -> bool:
         """False when no reverse record under `key` was written in the running epoch."""
-        return self._in_links.might_contain(key)
+        return self.in_links.might_contain(key)
 
     def in_links_written(self, keys: list[bytes]) -> None:
         """Reverse records written into the cycle's transaction (see `might_hold_in_link`)."""
-        self._in_links.add_all(keys)
+        self.in_links.add_all(keys)
 
     def might_be_stored(self, key: bytes) -> bool:
         """False when the nodes table certainly has no node under `key` (see `load`)."""
-        return self._stored.might_contain(key)
+        return self.stored.might_contain(key)
 
     def get(self, url: str) -> CachedNode | None:
         """The cached node of `url`; a new target becomes a full node from here on."""
@@ -195,12 +196,12 @@ class NodeCache:
                 cached.stored = encoded
         self._changed = []
         stored.extend(self._write_targets(transaction, stats))
-        self._stored.add_all(stored)
-        if self._in_links.full:
+        self.stored.add_all(stored)
+        if self.in_links.full:
             stats.epoch += 1
             self._new_epoch(stats.epoch)
-        if self._stored.full:
-            self._stored = KeyFilter(self._stored.capacity * 2)
+        if self.stored.full:
+            self.stored = KeyFilter(self.stored.capacity * 2)
             self.load(transaction.scan(NODES))
         if len(self.entries) > self._limit:
             entries = self.entries
