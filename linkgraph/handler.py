@@ -4,12 +4,13 @@ DESIGN.md section 3, step 9. One handler serves both inputs of one co-partitione
 partition p holds the forward index and nodes of sources on `links` partition p, and the reverse
 and anchor indexes of targets on `links.by-target` partition p. Both topics are partitioned by the
 URL with the same murmur2 and count, so p owns a URL's out-links, in-links and node record.
-`linkgraph.indexes` has the upsert rules.
+`linkgraph.indexes` (links) and `linkgraph.inlinks` (in-links) have the upsert rules.
 
 Records come in batches (`streamcrawl.batch`): the kernel hands over each state partition's
 records of a cycle together, in arrival order, over the cycle's transaction. One `PartitionIndexes`
 holds each record's writes until it succeeded, then puts them into the transaction with the record
-as their changelog source; a record that fails is reported to the kernel (`Batch.failed`, or
+as their changelog source; a run of consecutive in-links is applied together in the same way
+(`inlinks.upsert_in_links`). A record that fails is reported to the kernel (`Batch.failed`, or
 `Batch.reject` for corrupt state), which dead-letters it, with nothing of it written. The cycle's
 changed nodes and the partition's stats are written at the cycle's `on_tick`, which the loop calls
 after the batches, in the same transaction, before anything is produced or committed.

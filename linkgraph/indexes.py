@@ -1,4 +1,4 @@
-"""Upserting one partition's indexes: PageLinks to forward + nodes, in-links to reverse + anchors.
+"""Upserting one partition's indexes: PageLinks to forward + nodes (in-links: `linkgraph.inlinks`).
 
 Re-crawl semantics (DESIGN section 3, step 9):
 
@@ -354,7 +354,7 @@ def anchors_of_reverse(table: str, key: bytes, old: bytes | None, new: bytes | N
     """The anchor writes a reverse record going from `old` to `new` implies: the anchors table is
     derived (`streamcrawl.batch.BatchHandler`), one entry per live reverse record with a text, so
     a restore rebuilds it from the reverse records instead of its own changelog records. The
-    same rule as `upsert_in_link`'s, which writes them while indexing."""
+    same rule as `inlinks.upsert_in_links`', which writes them while indexing."""
     if table != REVERSE:
         return []
     before, after = _live_text(old), _live_text(new)

@@ -53,10 +53,10 @@ from streamcrawl.state import Transaction
 
 MAX_NODES = 32_768
 """Nodes kept per state partition (about 1 KiB of Python objects each)."""
-STORED_EXPECTED = 1 << 20
-"""Node keys a partition's filter holds at first (2 MiB)."""
-IN_LINKS_EXPECTED = 1 << 21
-"""Reverse records an epoch's filter holds (3 MiB); a new epoch begins when it is full."""
+STORED_EXPECTED = 1 << 18
+"""Node keys a partition's filter holds at first (512 KiB, 2 bytes a key); it doubles as needed."""
+IN_LINKS_EXPECTED = 1 << 20
+"""Reverse records an epoch's filter holds (2 MiB); a new epoch begins when it is full."""
 
 
 def new_node(url: str, first_seen_at: int) -> NodeRecord:
@@ -103,7 +103,7 @@ class NodeCache:
         self._limit = limit
         self.stored = KeyFilter(STORED_EXPECTED)
         """The nodes table's keys (`might_be_stored`)."""
-        self.in_links_capacity = in_links_expected or IN_LINKS_EXPECTED
+        self._in_links_capacity = in_links_expected or IN_LINKS_EXPECTED
         self._new_epoch(epoch)
         self.entries: dict[str, CachedNode] = {}
         self.targets: dict[str, NewTarget] = {}
@@ -123,14 +123,11 @@ class NodeCache:
 
     def _new_epoch(self, epoch: int) -> None:
         self.epoch = epoch
-        self.in_links = KeyFilter(self.in_links_capacity)
-
-    def might_hold_in_link(self, key: bytes) -> bool:
-        """False when no reverse record under `key` was written in the running epoch."""
-        return self.in_links.might_contain(key)
+        self.in_links = KeyFilter(self._in_links_capacity)
+        """The keys of the reverse records written in the running epoch (`in_links_written`)."""
 
     def in_links_written(self, keys: list[bytes]) -> None:
-        """Reverse records written into the cycle's transaction (see `might_hold_in_link`)."""
+        """Reverse records written into the cycle's transaction (see the module docstring)."""
         self.in_links.add_all(keys)
 
     def might_be_stored(self, key: bytes) -> bool:
