@@ -34,7 +34,9 @@ from linkgraph.records import (
     EdgeRecord,
     NodeRecord,
     PartitionStats,
+    anchor_key,
 )
+from schemas.links_by_target import InLink
 from streamcrawl.batch import Batch
 from streamcrawl.handler import Record
 from streamcrawl.state import Transaction
@@ -52,14 +54,18 @@ class _RunWrites:
         self.entries = 0
         self.size = 0
         self.written: dict[bytes, bytes] = {}
-        """The run's records by key, for its own reads (reverse records only, see `add`)."""
+        """The run's records by key, for its own reads."""
 
-    def add(self, key: bytes, value: bytes, source: str) -> None:
-        """A record the run's later in-links read back (`_previous`)."""
+    def add(self, key: bytes, value: bytes | None, source: str, entries: int, size: int) -> None:
+        """A write of the run (None: a delete), changing the table's entries and bytes by these;
+        kept for the run's later in-links to read back."""
         self.keys.append(key)
         self.values.append(value)
         self.sources.append(source)
-        self.written[key] = value
+        self.entries += entries
+        self.size += size
+        if value is not None:
+            self.written[key] = value
 
     def write(self, transaction: Transaction, table: str, stats: PartitionStats) -> None:
         """Put the run's writes into the cycle's transaction, their size changes into `stats`."""
@@ -70,64 +76,66 @@ class _RunWrites:
 
 
 def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Record]) -> None:
-    """Apply a run of in-links of `batch` (see the module docstring)."""
+    """Apply a run of in-links of `batch` (see the module docstring): a new in-link inline, one
+    whose edge has a reverse record already through `_seen_again`."""
     transaction, cache, stats = indexes.transaction, indexes.cache, indexes.stats
     entries = cache.entries
     reverse, anchors = _RunWrites(), _RunWrites()
+    written = reverse.written
     epoch, might_hold = cache.epoch, cache.in_links.might_contain  # see `nodecache`
     for record in records:
         in_link = record.value
         source = f"{record.topic}:{record.partition}:{record.offset}"  # Batch.source
         try:
-            to_url = in_link.to_url
-            key = f"{to_url}{SEPARATOR}{in_link.from_url}".encode()  # edge_key
+            to_url, from_url = in_link.to_url, in_link.from_url
+            key = f"{to_url}{SEPARATOR}{from_url}".encode()  # edge_key
             cached = entries.get(to_url)
-            node: NodeRecord | NewTarget
-            target: NewTarget | None = None
-            if cached is not None:
-                node = cached.node
-            else:
-                node, cached, target = _uncached_node(indexes, to_url, in_link.discovered_at)
+            node, cached, target = (
+                (cached.node, cached, None)
+                if cached is not None
+                else _uncached_node(indexes, to_url, in_link.discovered_at)
+            )
             # A target with no in-link stored has no reverse record, nor has a target of this
             # epoch one its filter rules out (see `nodecache`): no read.
-            old, previous = _NONE
-            if node.in_total and (
-                node.in_epoch != epoch or key in reverse.written or might_hold(key)
-            ):
-                old, previous = _previous(transaction, reverse, key)
-            discovered_at, old_text = in_link.discovered_at, ""
-            if previous is not None:
-                if previous.last_seen_at > in_link.last_seen_at:
-                    continue  # a stale copy: the reverse index already reflects a newer fetch
-                discovered_at = min(discovered_at, previous.discovered_at)
-                old_text = "" if previous.gone else previous.anchor_text
-            text, gone = in_link.anchor_text, in_link.gone
-            encoded = orjson.dumps(
-                {
-                    "anchor_text": text,
-                    "context_window": in_link.context_window,
-                    "link_type": in_link.link_type,
-                    "position": in_link.position,
-                    "discovered_at": discovered_at,
-                    "last_seen_at": in_link.last_seen_at,
-                    "rel": in_link.rel,
-                    "gone": gone,
-                }
-            )
+            old = None
+            if node.in_total and (node.in_epoch != epoch or key in written or might_hold(key)):
+                old = written.get(key) or transaction.get(REVERSE, key)
+            if old is not None:
+                if not _seen_again(in_link, key, old, node, reverse, anchors, source):
+                    continue
+            else:
+                encoded = orjson.dumps(
+                    {
+                        "anchor_text": in_link.anchor_text,
+                        "context_window": in_link.context_window,
+                        "link_type": in_link.link_type,
+                        "position": in_link.position,
+                        "discovered_at": in_link.discovered_at,
+                        "last_seen_at": in_link.last_seen_at,
+                        "rel": in_link.rel,
+                        "gone": in_link.gone,
+                    }
+                )
         except CorruptRecordError as error:
             batch.reject(record, f"corrupt state: {error}")
             continue
         except Exception as error:  # a bug must not stop the loop: routed by the kernel
             batch.failed(record, error)
             continue
-        if encoded == old:
-            continue
-        # Nothing can fail from here on: the in-link's writes, then its target's node.
-        new_text = "" if gone else text
-        if old_text != new_text:
-            _anchor_change(anchors, to_url, in_link.from_url, old_text, new_text, source)
-        reverse.add(key, encoded, source)
-        _count(node, reverse, key, encoded, old, previous, gone, in_link.discovered_at, epoch)
+        # Nothing can fail from here on: a new in-link's writes, then its target's node.
+        if old is None:
+            if in_link.anchor_text and not in_link.gone:
+                anchor = f"{to_url}{SEPARATOR}{in_link.anchor_text}{SEPARATOR}{from_url}"
+                added = anchor.encode()  # anchor_key
+                anchors.add(added, b"", source, 1, len(added))
+            reverse.add(key, encoded, source, 1, len(key) + len(encoded))
+            if not node.in_total:
+                node.in_epoch = epoch  # its first in-link: every other one comes after it
+            node.in_total += 1
+            if not in_link.gone:
+                node.in_live += 1
+        if node.first_seen_at < 0 or in_link.discovered_at < node.first_seen_at:
+            node.first_seen_at = in_link.discovered_at
         if target is not None:
             target.source = source
         elif cached is not None:
@@ -137,67 +145,51 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
     anchors.write(transaction, ANCHORS, stats)
 
 
-_NONE: tuple[None, None] = (None, None)
-
-
-def _count(
+def _seen_again(
+    in_link: InLink,
+    key: bytes,
+    old: bytes,
     node: NodeRecord | NewTarget,
     reverse: _RunWrites,
-    key: bytes,
-    encoded: bytes,
-    old: bytes | None,
-    previous: EdgeRecord | None,
-    gone: bool,
-    discovered_at: int,
-    epoch: int,
-) -> None:
-    """An in-link written: its target's counts and first sighting, the reverse index's size."""
-    if old is None or previous is None:  # a new in-link (the common case)
-        reverse.entries += 1
-        reverse.size += len(key) + len(encoded)
-        if not node.in_total:
-            node.in_epoch = epoch  # its first in-link: every other one comes after it
-        node.in_total += 1
-        if not gone:
-            node.in_live += 1
-    else:
-        reverse.size += len(encoded) - len(old)
-        if previous.gone != gone:  # gone -> live or live -> gone
-            node.in_live += 1 if previous.gone else -1
-    if node.first_seen_at < 0 or discovered_at < node.first_seen_at:
-        node.first_seen_at = discovered_at
-
-
-def _previous(
-    transaction: Transaction, reverse: _RunWrites, key: bytes
-) -> tuple[bytes | None, EdgeRecord | None]:
-    """The reverse record of `key` as the run left it, encoded and decoded (None: none)."""
-    old = reverse.written.get(key)
-    if old is None:
-        old = transaction.get(REVERSE, key)
-    return old, None if old is None else EdgeRecord.decode(old)
-
-
-def _anchor_change(
-    anchors: _RunWrites, to_url: str, from_url: str, old_text: str, new_text: str, source: str
-) -> None:
-    """The anchor entry of an in-link whose indexed text goes from `old_text` to `new_text`
-    ("": none) moves: removed, added, or both."""
-    prefix, suffix = f"{to_url}{SEPARATOR}", f"{SEPARATOR}{from_url}"
-    if old_text:
-        removed = f"{prefix}{old_text}{suffix}".encode()  # anchor_key
-        anchors.keys.append(removed)
-        anchors.values.append(None)
-        anchors.sources.append(source)
-        anchors.entries -= 1
-        anchors.size -= len(removed)
-    if new_text:
-        added = f"{prefix}{new_text}{suffix}".encode()  # anchor_key
-        anchors.keys.append(added)
-        anchors.values.append(b"")
-        anchors.sources.append(source)
-        anchors.entries += 1
-        anchors.size += len(added)
+    anchors: _RunWrites,
+    source: str,
+) -> bool:
+    """An in-link whose edge has reverse record `old`: merged into it (the earliest discovery,
+    the rest the in-link's), its anchor entry moved and its target's live count changed; False
+    when it changes nothing (a stale copy or a replay)."""
+    previous = EdgeRecord.decode(old)
+    if previous.last_seen_at > in_link.last_seen_at:
+        return False  # a stale copy: the reverse index already reflects a newer fetch
+    gone = in_link.gone
+    encoded = orjson.dumps(
+        {
+            "anchor_text": in_link.anchor_text,
+            "context_window": in_link.context_window,
+            "link_type": in_link.link_type,
+            "position": in_link.position,
+            "discovered_at": min(in_link.discovered_at, previous.discovered_at),
+            "last_seen_at": in_link.last_seen_at,
+            "rel": in_link.rel,
+            "gone": gone,
+        }
+    )
+    if encoded == old:
+        return False
+    # Nothing can fail from here on.
+    old_text = "" if previous.gone else previous.anchor_text
+    new_text = "" if gone else in_link.anchor_text
+    if old_text != new_text:
+        to_url, from_url = in_link.to_url, in_link.from_url
+        if old_text:
+            removed = anchor_key(to_url, old_text, from_url)
+            anchors.add(removed, None, source, -1, -len(removed))
+        if new_text:
+            added = anchor_key(to_url, new_text, from_url)
+            anchors.add(added, b"", source, 1, len(added))
+    reverse.add(key, encoded, source, 0, len(encoded) - len(old))
+    if previous.gone != gone:  # gone -> live or live -> gone
+        node.in_live += 1 if previous.gone else -1
+    return True
 
 
 def _uncached_node(
