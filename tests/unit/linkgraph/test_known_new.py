@@ -135,3 +135,17 @@ def test_a_new_target_crawled_in_the_same_batch_keeps_both_sides(graph: GraphHar
     target = node(graph)
     assert (target["crawled"], target["in_degree"], target["fetched_at"]) == (True, 2, 5000)
     assert top.sources[(NODES, TARGET.encode())] == "links.by-target:0:102"
+
+
+def test_an_edge_twice_in_one_run_reads_the_runs_own_write(graph: GraphHarness) -> None:
+    """The same edge thrice in one cycle of in-links (a replay, then a newer fetch with another
+    anchor): the run reads back what it wrote, and the last write wins with its own source."""
+    first = decode_in_link(graph.feed(page(1, TARGET), rekey=False)[0].value)
+    newer = first.model_copy(update={"anchor_text": "moved", "last_seen_at": 5000})
+    graph._apply_cycle("links.by-target", 0, [first, first, newer])
+    key = f"{TARGET}\t{first.from_url}".encode()
+    assert graph.last_sources[(REVERSE, key)] == f"links.by-target:0:{graph.offset}"
+    assert node(graph)["in_degree"] == 1
+    anchors = graph.query(AnchorQuery(TARGET))["anchors"]
+    assert {a["text"]: a["count"] for a in anchors} == {"moved": 1}
+    assert PartitionStats.decode(graph.stores[0].get(NODES, STATS_KEY)).entries[REVERSE] == 1
