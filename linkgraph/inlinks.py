@@ -3,7 +3,8 @@
 The handler gives each run of consecutive in-links of a batch to `upsert_in_links` (a cycle of
 the reverse pass is one run). Per in-link, in arrival order:
 
-- A target with no in-link stored has no reverse entry, so its record is not read; otherwise the
+- A target with no in-link stored has no reverse entry, so its record is not read, nor is it
+  for a target of the running epoch whose filter rules the edge out (`nodecache`); otherwise the
   stored reverse record (or the run's own write of it) is. An in-link older than the stored one
   (``last_seen_at``) is a stale copy and changes nothing; one that encodes to the stored bytes (a
   replay) neither.
@@ -16,7 +17,7 @@ the reverse pass is one run). Per in-link, in arrival order:
 An in-link that fails (corrupt stored state, or a bug) is dead-lettered by the kernel with nothing
 of it written. The run's reverse and anchor writes are collected with their sources and put into
 the cycle's transaction at the end of the run in one `Transaction.put_many` per table: the common
-case (a new in-link to a new target) makes no call per in-link beyond encoding its record.
+case (a new in-link to a new target) makes no read and few calls beyond encoding its record.
 """
 
 from __future__ import annotations
