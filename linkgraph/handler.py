@@ -115,10 +115,11 @@ class LinkGraphHandler(BatchHandler):
         dead-lettered by the kernel with nothing of it written, its cached source node put back."""
         partition = batch.partition
         stats = self._stats.get(partition)
-        if stats is None:
-            stats = self._stats[partition] = PartitionStats()
+        if stats is None:  # a partition not opened through `on_partition_opened`
+            stored = batch.transaction.get(NODES, STATS_KEY)
+            stats = self._stats[partition] = PartitionStats.decode(stored)
         nodes = self._nodes.get(partition)
-        if nodes is None:  # a partition not opened through `on_partition_opened`
+        if nodes is None:  # its epoch counted on from the stored stats (`linkgraph.nodecache`)
             nodes = self._nodes[partition] = self._node_cache(stats, batch.transaction.scan(NODES))
         indexes = PartitionIndexes(batch.transaction, nodes, stats, self._topics.partitions)
         links_topic = self._topics.links

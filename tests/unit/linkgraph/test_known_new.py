@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from linkgraph import nodecache
-from linkgraph.handler import decode_in_link
+from linkgraph.handler import LinkGraphHandler, decode_in_link
 from linkgraph.hosts import origin_of
 from linkgraph.keyfilter import KeyFilter
 from linkgraph.nodecache import origin_fields
@@ -149,3 +149,13 @@ def test_an_edge_twice_in_one_run_reads_the_runs_own_write(graph: GraphHarness) 
     anchors = graph.query(AnchorQuery(TARGET))["anchors"]
     assert {a["text"]: a["count"] for a in anchors} == {"moved": 1}
     assert PartitionStats.decode(graph.stores[0].get(NODES, STATS_KEY)).entries[REVERSE] == 1
+
+
+def test_a_partition_first_seen_in_a_batch_counts_its_epoch_on(graph: GraphHarness) -> None:
+    """A handler handed a batch of a partition it never opened reads its stats first: its epoch
+    is a new one, so the earlier epoch's in-links are read back, not taken for new."""
+    rekeyed = graph.feed_in_cycles(page(1, TARGET))
+    graph.handler = LinkGraphHandler(graph.topics)  # no `on_partition_opened`
+    graph.feed_in_links(rekeyed)
+    assert node(graph)["in_degree"] == 1
+    assert PartitionStats.decode(graph.stores[0].get(NODES, STATS_KEY)).epoch == 2
