@@ -4,12 +4,13 @@ DESIGN.md section 3, step 9. One handler serves both inputs of one co-partitione
 partition p holds the forward index and nodes of sources on `links` partition p, and the reverse
 and anchor indexes of targets on `links.by-target` partition p. Both topics are partitioned by the
 URL with the same murmur2 and count, so p owns a URL's out-links, in-links and node record.
-`linkgraph.indexes` has the upsert rules.
+`linkgraph.indexes` (links) and `linkgraph.inlinks` (in-links) have the upsert rules.
 
 Records come in batches (`streamcrawl.batch`): the kernel hands over each state partition's
 records of a cycle together, in arrival order, over the cycle's transaction. One `PartitionIndexes`
 holds each record's writes until it succeeded, then puts them into the transaction with the record
-as their changelog source; a record that fails is reported to the kernel (`Batch.failed`, or
+as their changelog source; a run of consecutive in-links is applied together in the same way
+(`inlinks.upsert_in_links`). A record that fails is reported to the kernel (`Batch.failed`, or
 `Batch.reject` for corrupt state), which dead-letters it, with nothing of it written. The cycle's
 changed nodes and the partition's stats are written at the cycle's `on_tick`, which the loop calls
 after the batches, in the same transaction, before anything is produced or committed.
@@ -24,18 +25,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from linkgraph import metrics
 from linkgraph.exceptions import CorruptRecordError, NotOwnedError, QueryError
-from linkgraph.indexes import (
-    PartitionIndexes,
-    anchors_of_reverse,
-    upsert_in_link,
-    upsert_page_links,
-)
+from linkgraph.indexes import PartitionIndexes, anchors_of_reverse, upsert_page_links
+from linkgraph.inlinks import upsert_in_links
 from linkgraph.nodecache import NodeCache
 from linkgraph.queries import Query, TableReader, answer
 from linkgraph.records import ANCHORS, FORWARD, NODES, STATS_KEY, TABLES, PartitionStats
@@ -43,8 +41,8 @@ from schemas.canonical import registered_domain
 from schemas.links import PageLinks
 from schemas.links_by_target import InLink
 from schemas.serde import decode
-from streamcrawl.batch import Batch, BatchHandler, Row
-from streamcrawl.handler import Context
+from streamcrawl.batch import Batch, BatchHandler
+from streamcrawl.handler import Context, Record
 from streamcrawl.spec import Input
 
 log = logging.getLogger(__name__)
@@ -95,8 +93,6 @@ class LinkGraphHandler(BatchHandler):
         are written into its transaction at its `on_tick` (before queries are answered)."""
         self._gauges_at = float("-inf")
         self._stats_dirty: set[int] = set()
-        self._partitions: dict[str, int] = {}
-        """Targets' `links.by-target` partitions (`PartitionIndexes.partition`)."""
         # tldextract builds its suffix trie at the first registered domain asked for (a quarter
         # of a second): at start-up, not inside the first cycle of records.
         registered_domain("www.example.com")
@@ -118,46 +114,52 @@ class LinkGraphHandler(BatchHandler):
         transaction only once it succeeded (`PartitionIndexes.commit`); a record that fails is
         dead-lettered by the kernel with nothing of it written, its cached source node put back."""
         partition = batch.partition
-        nodes = self._nodes.get(partition)
-        if nodes is None:
-            nodes = self._nodes[partition] = NodeCache()
         stats = self._stats.get(partition)
-        if stats is None:
-            stats = self._stats[partition] = PartitionStats()
-        rows: list[Row] = []
-        indexes = PartitionIndexes(
-            batch.transaction, nodes, stats, self._topics.partitions, rows, self._partitions
-        )
+        if stats is None:  # a partition not opened through `on_partition_opened`
+            stored = batch.transaction.get(NODES, STATS_KEY)
+            stats = self._stats[partition] = PartitionStats.decode(stored)
+        nodes = self._nodes.get(partition)
+        if nodes is None:  # its epoch counted on from the stored stats (`linkgraph.nodecache`)
+            nodes = self._nodes[partition] = self._node_cache(stats, batch.transaction.scan(NODES))
+        indexes = PartitionIndexes(batch.transaction, nodes, stats, self._topics.partitions)
         links_topic = self._topics.links
+        in_links: list[Record] = []
+        """The run of in-links since the last `links` record (applied together, in order)."""
         for record in batch.records:
-            indexes.begin(f"{record.topic}:{record.partition}:{record.offset}")  # Batch.source
             if record.topic != links_topic:
-                # Changes its node only once nothing can fail any more (see `upsert_in_link`).
-                try:
-                    upsert_in_link(indexes, record.value)
-                except CorruptRecordError as error:
+                in_links.append(record)
+                continue
+            if in_links:
+                upsert_in_links(indexes, batch, in_links)
+                in_links = []
+            indexes.begin(f"{record.topic}:{record.partition}:{record.offset}")  # Batch.source
+            url = record.value.from_url
+            saved = nodes.snapshot(url)
+            try:
+                upsert_page_links(indexes, record.value)
+            except Exception as error:
+                nodes.restore(url, saved)
+                if isinstance(error, CorruptRecordError):
                     batch.reject(record, f"corrupt state: {error}")
-                    continue
-                except Exception as error:  # a bug must not stop the loop: routed by the kernel
+                else:
                     batch.failed(record, error)
-                    continue
-            else:
-                url = record.value.from_url
-                saved = nodes.snapshot(url)
-                try:
-                    upsert_page_links(indexes, record.value)
-                except Exception as error:
-                    nodes.restore(url, saved)
-                    if isinstance(error, CorruptRecordError):
-                        batch.reject(record, f"corrupt state: {error}")
-                    else:
-                        batch.failed(record, error)
-                    continue
+                continue
             indexes.commit()
+        if in_links:
+            upsert_in_links(indexes, batch, in_links)
+        rows = indexes.rows()
         if rows:
             batch.produce_rows(self._topics.by_target, rows)
         metrics.EDGES_UPSERTED.inc(indexes.upserted)
         self._stats_dirty.add(partition)
+
+    @staticmethod
+    def _node_cache(stats: PartitionStats, stored: Iterator[tuple[bytes, bytes]]) -> NodeCache:
+        """A partition's node cache, beginning its next in-link epoch (`linkgraph.nodecache`)."""
+        stats.epoch += 1
+        nodes = NodeCache(epoch=stats.epoch)
+        nodes.load(stored)
+        return nodes
 
     def _refresh_gauges(self) -> None:
         """Sum the partitions' stats into the gauges; at most once a second (on ticks)."""
@@ -173,8 +175,9 @@ class LinkGraphHandler(BatchHandler):
     def on_partition_opened(self, ctx: Context) -> None:
         if ctx.partition is None:
             return
-        self._stats[ctx.partition] = PartitionStats.decode(ctx.table(NODES).get(STATS_KEY))
-        self._nodes[ctx.partition] = NodeCache()
+        stats = PartitionStats.decode(ctx.table(NODES).get(STATS_KEY))
+        self._stats[ctx.partition] = stats
+        self._nodes[ctx.partition] = self._node_cache(stats, ctx.table(NODES).scan())
         self._refresh_gauges()
         with self._lock:
             self._open.add(ctx.partition)

@@ -1,4 +1,4 @@
-"""Upserting one partition's indexes: PageLinks to forward + nodes, in-links to reverse + anchors.
+"""Upserting one partition's indexes: PageLinks to forward + nodes (in-links: `linkgraph.inlinks`).
 
 Re-crawl semantics (DESIGN section 3, step 9):
 
@@ -27,9 +27,8 @@ from collections.abc import Iterator
 import orjson
 
 from linkgraph.exceptions import CorruptRecordError
-from linkgraph.hosts import host_and_domain, origin_of
-from linkgraph.murmur import partition_of_key
-from linkgraph.nodecache import CachedNode, NodeCache
+from linkgraph.murmur import partitions_of_keys
+from linkgraph.nodecache import CachedNode, NodeCache, new_node
 from linkgraph.records import (
     ANCHORS,
     FORWARD,
@@ -46,18 +45,9 @@ from linkgraph.records import (
 )
 from schemas.base import SCHEMA_VERSION
 from schemas.links import LinkEdge, PageLinks
-from schemas.links_by_target import InLink
 from streamcrawl.batch import Row
 from streamcrawl.recovery import Derived
 from streamcrawl.state import Transaction
-
-PARTITIONS_CACHED = 1 << 16
-"""Targets whose `links.by-target` partition is remembered (a site's navigation targets recur)."""
-
-
-def new_node(url: str, first_seen_at: int) -> NodeRecord:
-    host, domain = host_and_domain(origin_of(url))
-    return NodeRecord.new(url, host, domain, first_seen_at)
 
 
 class PartitionIndexes:
@@ -65,9 +55,10 @@ class PartitionIndexes:
     (see the handler). A message's forward writes and re-keyed edges are held here until it
     succeeded; `commit` then puts them into the cycle's transaction with the message as their
     source, and their size changes into the partition's, so a message that fails leaves no write
-    behind. An in-link writes last, straight through (`put_now`). Nodes go through the
-    partition's `NodeCache` instead of the nodes table: a target gets many in-links per cycle and
-    each would read, decode, encode and write the whole node record."""
+    behind. Nodes go through the partition's `NodeCache` instead of the nodes table: a target
+    gets many in-links per cycle and each would read, decode, encode and write the whole node
+    record. The re-keyed edges of the batch's committed messages are its `rows`, their
+    partitions computed together at the end (`murmur.partitions_of_keys`)."""
 
     def __init__(
         self,
@@ -75,16 +66,11 @@ class PartitionIndexes:
         nodes: NodeCache,
         stats: PartitionStats,
         partitions: int,
-        rows: list[Row],
-        known_partitions: dict[str, int],
     ) -> None:
         self.transaction = transaction
         self.stats = stats
         self.cache = nodes
         self.partitions = partitions
-        self.known_partitions = known_partitions
-        """Targets' `links.by-target` partitions, kept by the handler (see `partition`)."""
-        self._rows = rows
         self._cached: CachedNode | None = None
         self.source: str | None = None
         self.writes: list[tuple[str, bytes, bytes | None, bytes | None]] = []
@@ -94,8 +80,12 @@ class PartitionIndexes:
         """This message's new forward edges (a first crawl's bulk path), none stored before."""
         self.forward_writes: dict[bytes, bytes] = {}
         """This message's forward writes by key, for its own reads (a target twice, the sweep)."""
-        self.rekeyed: list[Row] = []
-        """This message's changed edges for `links.by-target`: key, in-link value, partition."""
+        self.rekeyed_keys: list[str] = []
+        self.rekeyed_values: list[bytes] = []
+        self.rekeyed_targets: list[bytes] = []
+        """This message's changed edges for `links.by-target`: keys, in-link values, targets."""
+        self._rows: tuple[list[str], list[bytes], list[bytes]] = ([], [], [])
+        """The same of the batch's committed messages (see `rows`)."""
         self.upserted = 0
         """Forward edges created or changed by the messages committed so far."""
 
@@ -109,8 +99,8 @@ class PartitionIndexes:
             self.new_values = []
         if self.forward_writes:
             self.forward_writes = {}
-        if self.rekeyed:
-            self.rekeyed = []
+        if self.rekeyed_keys:
+            self.rekeyed_keys, self.rekeyed_values, self.rekeyed_targets = [], [], []
 
     def commit(self) -> None:
         """Put the message's writes into the cycle's transaction, with the message as source, its
@@ -136,32 +126,28 @@ class PartitionIndexes:
                 size[table] -= len(key) + len(old)
             else:
                 size[table] += len(value) - len(old)
-        if self.rekeyed:
-            self._rows.extend(self.rekeyed)
-            self.upserted += len(self.rekeyed)
+        if self.rekeyed_keys:
+            self.keep_rekeyed()
+
+    def keep_rekeyed(self) -> None:
+        """The message's re-keyed edges join the batch's `rows` (it succeeded)."""
+        keys, values, targets = self._rows
+        keys.extend(self.rekeyed_keys)
+        values.extend(self.rekeyed_values)
+        targets.extend(self.rekeyed_targets)
+        self.upserted += len(self.rekeyed_keys)
 
     def rekey(self, to_url: str, from_url: str, value: bytes) -> None:
         """Queue a changed edge for `links.by-target` (sent once the message succeeded)."""
-        self.rekeyed.append((f"{to_url}\t{from_url}", value, self.partition(to_url)))
+        self.rekeyed_keys.append(f"{to_url}\t{from_url}")
+        self.rekeyed_values.append(value)
+        self.rekeyed_targets.append(to_url.encode())
 
-    def partition(self, to_url: str) -> int:
-        """`links_by_target.partition`, through librdkafka's murmur2 (`linkgraph.murmur`)."""
-        cached = self.known_partitions
-        found = cached.get(to_url)
-        if found is None:
-            if len(cached) >= PARTITIONS_CACHED:
-                cached.clear()
-            found = cached[to_url] = partition_of_key(to_url.encode(), self.partitions)
-        return found
-
-    def put_now(self, table: str, key: bytes, old: bytes | None, new: bytes | None) -> None:
-        """Write (None: delete) straight into the cycle's transaction: only once nothing of the
-        message can fail any more (an in-link's writes come last, see `upsert_in_link`)."""
-        self.stats.changed(table, old, new, key)
-        if new is None:
-            self.transaction.delete(table, key, self.source)
-        else:
-            self.transaction.put(table, key, new, self.source)
+    def rows(self) -> list[Row]:
+        """The committed messages' re-keyed edges for `links.by-target`: key, in-link value and
+        the target's partition (`links_by_target.partition`, for all of them at once)."""
+        keys, values, targets = self._rows
+        return list(zip(keys, values, partitions_of_keys(targets, self.partitions), strict=True))
 
     def get(self, table: str, key: bytes) -> bytes | None:
         """A stored value as the cycle's earlier messages left it (not this message's writes)."""
@@ -187,7 +173,8 @@ class PartitionIndexes:
         then `touched` it, and only after everything that can fail (see the handler)."""
         cached = self.cache.get(url)
         if cached is None:
-            raw = self.transaction.get(NODES, url.encode())
+            key = url.encode()
+            raw = self.transaction.get(NODES, key) if self.cache.might_be_stored(key) else None
             # A new node's first_seen_at is set by its first `touched`.
             node = NodeRecord.decode(raw) if raw is not None else new_node(url, -1)
             cached = CachedNode(node, raw)
@@ -249,18 +236,17 @@ def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str, head:
     keys = [(prefix + edge.to_url).encode() for edge in links.edges]
     if len(set(keys)) != len(keys):
         return False
-    dumps, join, rekeyed, partition = orjson.dumps, b"".join, indexes.rekeyed, indexes.partition
-    cached = indexes.known_partitions
+    dumps, join = orjson.dumps, b"".join
+    rekeyed_keys, rekeyed_values = indexes.rekeyed_keys, indexes.rekeyed_values
+    targets = indexes.rekeyed_targets
     values = []
     for edge in links.edges:
         encoded = new_edge_value(edge, fetched_at)
         values.append(encoded)
         to_url = edge.to_url
-        target = cached.get(to_url)
-        if target is None:
-            target = partition(to_url)
-        value = join((head, b',"to_url":', dumps(to_url), b",", encoded[1:]))
-        rekeyed.append((f"{to_url}\t{from_url}", value, target))
+        rekeyed_keys.append(f"{to_url}\t{from_url}")
+        rekeyed_values.append(join((head, b',"to_url":', dumps(to_url), b",", encoded[1:])))
+        targets.append(to_url.encode())
     indexes.new_keys, indexes.new_values = keys, values
     return True
 
@@ -364,74 +350,11 @@ def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, head: bytes, fetche
         indexes.rekey(to_url, node.url, in_link_value(head, to_url, encoded))
 
 
-def upsert_in_link(indexes: PartitionIndexes, in_link: InLink) -> None:
-    """Apply one re-keyed edge to the reverse index, the target's anchors and its node.
-
-    Anchor entries are keys only (``to TAB text TAB from``, see `records`): the previous reverse
-    record says which entry to remove, so no count is read or rewritten; queries count them.
-    Run once per edge, so the common case (a new in-link) writes without helper calls."""
-    to_url, from_url = in_link.to_url, in_link.from_url
-    node = indexes.node(to_url)
-    key = f"{to_url}{SEPARATOR}{from_url}".encode()  # edge_key
-    # A target with no in-link stored has no reverse entry: skip that read.
-    old = indexes.transaction.get(REVERSE, key) if node.in_total > 0 else None
-    previous = EdgeRecord.decode(old) if old is not None else None
-    if previous is not None and previous.last_seen_at > in_link.last_seen_at:
-        return  # a stale copy: the reverse index already reflects a newer fetch
-    discovered_at = in_link.discovered_at
-    if previous is not None and previous.discovered_at < discovered_at:
-        discovered_at = previous.discovered_at
-    text, gone = in_link.anchor_text, in_link.gone
-    encoded = orjson.dumps(
-        {
-            "anchor_text": text,
-            "context_window": in_link.context_window,
-            "link_type": in_link.link_type,
-            "position": in_link.position,
-            "discovered_at": discovered_at,
-            "last_seen_at": in_link.last_seen_at,
-            "rel": in_link.rel,
-            "gone": gone,
-        }
-    )
-    if encoded == old:
-        return
-    # Nothing can fail from here on: written straight into the cycle's transaction.
-    transaction, source, stats = indexes.transaction, indexes.source, indexes.stats
-    new_text = "" if gone else text
-    if previous is None:  # a new in-link (the common case)
-        if new_text:
-            anchor = f"{to_url}{SEPARATOR}{new_text}{SEPARATOR}{from_url}".encode()  # anchor_key
-            stats.entries[ANCHORS] += 1
-            stats.size[ANCHORS] += len(anchor)
-            transaction.put(ANCHORS, anchor, b"", source)
-        stats.entries[REVERSE] += 1
-        stats.size[REVERSE] += len(key) + len(encoded)
-        transaction.put(REVERSE, key, encoded, source)
-        node.in_total += 1
-        if not gone:
-            node.in_live += 1
-        indexes.touched(node, in_link.discovered_at)
-        return
-    was_live = not previous.gone
-    old_text = previous.anchor_text if was_live else ""
-    if old_text != new_text:
-        if old_text:
-            indexes.put_now(ANCHORS, anchor_key(to_url, old_text, from_url), b"", None)
-        if new_text:
-            indexes.put_now(ANCHORS, anchor_key(to_url, new_text, from_url), None, b"")
-    indexes.put_now(REVERSE, key, old, encoded)
-    # The node changes last, after everything that can fail: it outlives a failed message.
-    if was_live == gone:
-        node.in_live += -1 if was_live else 1
-    indexes.touched(node, in_link.discovered_at)
-
-
 def anchors_of_reverse(table: str, key: bytes, old: bytes | None, new: bytes | None) -> Derived:
     """The anchor writes a reverse record going from `old` to `new` implies: the anchors table is
     derived (`streamcrawl.batch.BatchHandler`), one entry per live reverse record with a text, so
     a restore rebuilds it from the reverse records instead of its own changelog records. The
-    same rule as `upsert_in_link`'s, which writes them while indexing."""
+    same rule as `inlinks.upsert_in_links`', which writes them while indexing."""
     if table != REVERSE:
         return []
     before, after = _live_text(old), _live_text(new)

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 
 import confluent_kafka.cimpl
+import numpy as np
 
 from schemas.partitioning import partition_for_key
 
@@ -54,3 +55,49 @@ def _librdkafka_partitioner() -> Partitioner | None:
 LIBRDKAFKA: Partitioner | None = _librdkafka_partitioner()
 partition_of_key: Partitioner = LIBRDKAFKA or partition_for_key
 """`schemas.partitioning.partition_for_key`, in C when librdkafka's is reachable."""
+
+
+_SEED = np.uint32(0x9747B28C)
+_MULTIPLIER = np.uint32(0x5BD1E995)
+_TAIL_MASKS = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF], dtype=np.uint32)
+
+
+def partitions_of_keys(keys: list[bytes], partitions: int) -> list[int]:
+    """`partition_of_key` of each key, computed for the whole list at once with numpy (the
+    re-keyed edges of a batch): Kafka's murmur2 of every key advanced one 4-byte word per step,
+    the keys with that many words still going, so the cost is the keys' words, not a call each.
+    `tests/unit/linkgraph/test_murmur.py` checks it against the kernel's function."""
+    if partitions < 1:
+        raise ValueError(f"partition count must be positive, got {partitions}")
+    count = len(keys)
+    if count == 0:
+        return []
+    lengths = np.fromiter(map(len, keys), dtype=np.int64, count=count)
+    starts = np.cumsum(lengths) - lengths
+    # The joined keys read as 4-byte little-endian words from each of the 4 byte alignments: a
+    # key's words are those of its start's alignment, consecutive from its start.
+    joined = b"".join(keys) + bytes(7)
+    size = (len(joined) - 3) // 4
+    aligned = np.stack([np.frombuffer(joined, "<u4", size, offset) for offset in range(4)])
+    words = aligned.ravel()
+    first = (starts % 4) * size + starts // 4
+    whole = lengths // 4
+    order = np.argsort(-whole, kind="stable")  # the keys with the most words first
+    first, whole, tail_length = first[order], whole[order], (lengths % 4)[order]
+    h = _SEED ^ lengths[order].astype(np.uint32)
+    # going[j]: how many keys (a prefix of `order`) have more than j whole words.
+    going = np.searchsorted(-whole, -np.arange(1, int(whole[0]) + 1), side="right")
+    for step, active in enumerate(going.tolist()):
+        k = words[first[:active] + step] * _MULTIPLIER
+        k ^= k >> np.uint32(24)
+        k *= _MULTIPLIER
+        h[:active] = (h[:active] * _MULTIPLIER) ^ k
+    # The tail word holds the next key's bytes (or the padding) past the key's own: masked off.
+    tail = words[first + whole] & _TAIL_MASKS[tail_length]
+    h = np.where(tail_length > 0, (h ^ tail) * _MULTIPLIER, h)
+    h ^= h >> np.uint32(13)
+    h *= _MULTIPLIER
+    h ^= h >> np.uint32(15)
+    result = np.empty(count, dtype=np.int64)
+    result[order] = (h & np.uint32(0x7FFFFFFF)).astype(np.int64) % partitions
+    return result.tolist()

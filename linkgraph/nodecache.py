@@ -11,18 +11,77 @@ loop either writes a cycle's transaction after its `on_tick`, or closes the part
 commit: the handler then drops the cache with the partition), or stops. A record that fails while
 being applied has its node put back (`snapshot` and `restore`). At most `MAX_NODES` nodes are
 kept; beyond that the longest-cached unchanged ones are forgotten at `flush`.
+
+Most targets are new (a page's content links point at pages nobody linked before): a target the
+store has no node for is kept as a `NewTarget`, only the counts in-links change, and encoded at
+`flush` from a template (`records.new_target_value`), with no `NodeRecord` made or serialised; it
+becomes a full cached node only when something else needs it (`get`), and is forgotten once
+written (a later in-link reads it back from the store).
+
+Whether the store has a node at all is asked of a Bloom filter of the nodes table's keys first
+(`might_be_stored`, `linkgraph.keyfilter`): a new target is then known new without a RocksDB read,
+which costs as much as the rest of its in-link. The filter is filled from the table when the
+partition's cache is made (`load`) and with every node written since (`flush`); when it holds as
+many keys as it was sized for, it is refilled from the table at twice the size, so it never
+answers "absent" for a stored node (a false positive costs one read).
+
+An in-link to a target that has some already needs the stored reverse record of its edge, if
+any; most such edges are new (every page of a site links its navigation). The cache has a second
+filter, of the reverse records written since its current epoch began, and a node remembers the
+epoch in which it got its first in-link (`NodeRecord.in_epoch`). A node of the running epoch
+has no reverse record older than the filter, so an edge the filter rules out is new without a
+read; the nodes of any other epoch (older ones, or after a restart) are read as before. Epochs
+are counted in the partition's stats record (`PartitionStats.epoch`): a cache begins the next
+one, and so does a full filter at `flush`. No node of an epoch can be stored without the stats
+record that counted it (both go into every cycle's WriteBatch and changelog, the stats record
+with no source, so a restore always applies it), so an epoch is never begun twice.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from linkgraph.records import NODES, NodeRecord, PartitionStats
+import orjson
+
+from linkgraph.hosts import host_and_domain, origin_of
+from linkgraph.keyfilter import KeyFilter
+from linkgraph.records import NODES, STATS_KEY, NodeRecord, PartitionStats, new_target_value
 from streamcrawl.state import Transaction
 
 MAX_NODES = 32_768
 """Nodes kept per state partition (about 1 KiB of Python objects each)."""
+STORED_EXPECTED = 1 << 18
+"""Node keys a partition's filter holds at first (512 KiB, 2 bytes a key); it doubles as needed."""
+IN_LINKS_EXPECTED = 1 << 20
+"""Reverse records an epoch's filter holds (2 MiB); a new epoch begins when it is full."""
+
+
+def new_node(url: str, first_seen_at: int) -> NodeRecord:
+    host, domain = host_and_domain(origin_of(url))
+    return NodeRecord.new(url, host, domain, first_seen_at)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def origin_fields(origin: str) -> bytes:
+    """A node's host and domain as encoded JSON (`records.new_target_value`), per origin."""
+    host, domain = host_and_domain(origin)
+    return b"".join((orjson.dumps(host), b',"domain":', orjson.dumps(domain)))
+
+
+@dataclass(slots=True)
+class NewTarget:
+    """A target with no node stored, so far changed by in-links only (see the module docstring);
+    the fields are those of its `NodeRecord`."""
+
+    first_seen_at: int
+    in_epoch: int
+    in_live: int = 0
+    in_total: int = 0
+    source: str | None = None
+    """The last message that changed it (its changelog header)."""
 
 
 @dataclass(slots=True)
@@ -35,13 +94,58 @@ class CachedNode:
 
 
 class NodeCache:
-    def __init__(self, limit: int = MAX_NODES) -> None:
+    def __init__(
+        self,
+        limit: int = MAX_NODES,
+        epoch: int = 1,
+        in_links_expected: int | None = None,
+    ) -> None:
         self._limit = limit
+        self.stored = KeyFilter(STORED_EXPECTED)
+        """The nodes table's keys (`might_be_stored`)."""
+        self._in_links_capacity = in_links_expected or IN_LINKS_EXPECTED
+        self._new_epoch(epoch)
         self.entries: dict[str, CachedNode] = {}
+        self.targets: dict[str, NewTarget] = {}
+        """This cycle's new targets (written at `flush`, then forgotten)."""
         self._changed: list[CachedNode] = []
 
+    def load(self, stored: Iterator[tuple[bytes, bytes]]) -> None:
+        """Know the keys of the partition's nodes table (`stored`: a scan of it) for
+        `might_be_stored`; the cache's first call, or the filter answers "absent" for them."""
+        keys = [key for key, _ in stored if key != STATS_KEY]
+        capacity = self.stored.capacity
+        while len(keys) * 2 > capacity:
+            capacity *= 2
+        if capacity != self.stored.capacity:
+            self.stored = KeyFilter(capacity)
+        self.stored.add_all(keys)
+
+    def _new_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.in_links = KeyFilter(self._in_links_capacity)
+        """The keys of the reverse records written in the running epoch (`in_links_written`)."""
+
+    def in_links_written(self, keys: list[bytes]) -> None:
+        """Reverse records written into the cycle's transaction (see the module docstring)."""
+        self.in_links.add_all(keys)
+
+    def might_be_stored(self, key: bytes) -> bool:
+        """False when the nodes table certainly has no node under `key` (see `load`)."""
+        return self.stored.might_contain(key)
+
     def get(self, url: str) -> CachedNode | None:
-        return self.entries.get(url)
+        """The cached node of `url`; a new target becomes a full node from here on."""
+        cached = self.entries.get(url)
+        if cached is None and url in self.targets:
+            target = self.targets.pop(url)
+            node = new_node(url, target.first_seen_at)
+            node.in_live, node.in_total = target.in_live, target.in_total
+            node.in_epoch = target.in_epoch
+            cached = self.entries[url] = CachedNode(node, None)
+            if target.source is not None:
+                self.changed(cached, target.source)
+        return cached
 
     def add(self, url: str, cached: CachedNode) -> None:
         self.entries[url] = cached
@@ -54,7 +158,7 @@ class NodeCache:
 
     def snapshot(self, url: str) -> CachedNode | None:
         """A copy to put back if the message changing the node fails (see `restore`)."""
-        cached = self.entries.get(url)
+        cached = self.get(url)
         if cached is None:
             return None
         node = cached.node
@@ -75,19 +179,57 @@ class NodeCache:
     def flush(self, transaction: Transaction, stats: PartitionStats) -> None:
         """Write the cycle's changed nodes into its transaction, each once, with the source of the
         last message that changed it (as if every message had written it)."""
+        stored: list[bytes] = []
+        """The keys of the nodes stored for the first time."""
         for cached in self._changed:
             source, cached.source = cached.source, None
             encoded = cached.node.encode()
             if encoded != cached.stored:
                 key = cached.node.url.encode()
+                if cached.stored is None:
+                    stored.append(key)
                 stats.changed(NODES, cached.stored, encoded, key)
                 transaction.put(NODES, key, encoded, source)
                 cached.stored = encoded
         self._changed = []
+        stored.extend(self._write_targets(transaction, stats))
+        self.stored.add_all(stored)
+        if self.in_links.full:
+            stats.epoch += 1
+            self._new_epoch(stats.epoch)
+        if self.stored.full:
+            self.stored = KeyFilter(self.stored.capacity * 2)
+            self.load(transaction.scan(NODES))
         if len(self.entries) > self._limit:
             entries = self.entries
             for url in list(entries)[: len(entries) - self._limit * 3 // 4]:
                 del entries[url]
 
+    def _write_targets(self, transaction: Transaction, stats: PartitionStats) -> list[bytes]:
+        """Write the cycle's new targets (one `put_many`, each with its last source) and forget
+        them; returns their keys."""
+        keys, values, sources = [], [], []
+        for url, target in self.targets.items():
+            if target.source is None:
+                continue  # its in-links failed: it was never changed
+            keys.append(url.encode())
+            values.append(
+                new_target_value(
+                    url,
+                    origin_fields(origin_of(url)),
+                    target.first_seen_at,
+                    target.in_live,
+                    target.in_total,
+                    target.in_epoch,
+                )
+            )
+            sources.append(target.source)
+        self.targets = {}
+        if keys:
+            transaction.put_many(NODES, keys, values, sources)
+            stats.entries[NODES] += len(keys)
+            stats.size[NODES] += sum(map(len, keys)) + sum(map(len, values))
+        return keys
+
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.entries) + len(self.targets)

@@ -156,6 +156,9 @@ class NodeRecord:
     """Forward edges stored, gone ones included."""
     in_live: int = 0
     in_total: int = 0
+    in_epoch: int = 0
+    """The node cache's epoch in which the node got its first in-link (`linkgraph.nodecache`):
+    if it is the running one, every reverse record of the node was written in it. 0: none."""
     fetch: FetchAssembly = field(default_factory=FetchAssembly)
 
     @classmethod
@@ -179,6 +182,7 @@ class NodeRecord:
             "out_total": 0,
             "in_live": 0,
             "in_total": 0,
+            "in_epoch": 0,
             "fetch": assembly,
         }
         return node
@@ -223,6 +227,7 @@ class NodeRecord:
                 out_total=value.get("out_total", 0),
                 in_live=value.get("in_live", 0),
                 in_total=value.get("in_total", 0),
+                in_epoch=value.get("in_epoch", 0),
                 fetch=FetchAssembly(
                     fetched_at=fetch.get("fetched_at", -1),
                     parts=fetch.get("parts", 1),
@@ -251,6 +256,29 @@ class NodeRecord:
         }
 
 
+_NEW_TARGET = (
+    b'{"url":%b,"host":%b,"first_seen_at":%d,"crawled":false,"fetched_at":null,"status":null,'
+    b'"title":null,"crawl_ids":[],"out_live":0,"out_total":0,"in_live":%d,"in_total":%d,'
+    b'"in_epoch":%d,"fetch":{"fetched_at":-1,"parts":1,"parts_seen":[],"refreshed":0}}'
+)
+
+
+def new_target_value(
+    url: str, origin_fields: bytes, first_seen_at: int, in_live: int, in_total: int, in_epoch: int
+) -> bytes:
+    """`NodeRecord.encode` of a node only in-links changed (the constructor's defaults but for
+    these), byte for byte, without the record: one per new target. `origin_fields` is the
+    encoded host, `,"domain":` and the encoded domain (`nodecache.origin_fields`)."""
+    return _NEW_TARGET % (
+        orjson.dumps(url),
+        origin_fields,
+        first_seen_at,
+        in_live,
+        in_total,
+        in_epoch,
+    )
+
+
 _EDGE_FIELDS = frozenset(f.name for f in fields(EdgeRecord))
 _FETCH_FIELDS = frozenset(f.name for f in fields(FetchAssembly))
 _NODE_FIELDS = frozenset(f.name for f in fields(NodeRecord))
@@ -264,6 +292,8 @@ class PartitionStats:
 
     entries: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
     size: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
+    epoch: int = 0
+    """The last in-link epoch begun on this partition (`linkgraph.nodecache`)."""
 
     def changed(self, table: str, old: bytes | None, new: bytes | None, key: bytes) -> None:
         if old is None and new is not None:
@@ -275,7 +305,7 @@ class PartitionStats:
         self.size[table] += after - before
 
     def encode(self) -> bytes:
-        return orjson.dumps({"entries": self.entries, "bytes": self.size})
+        return orjson.dumps({"entries": self.entries, "bytes": self.size, "epoch": self.epoch})
 
     @classmethod
     def decode(cls, raw: bytes | None) -> PartitionStats:
@@ -285,4 +315,5 @@ class PartitionStats:
         stats = cls()
         stats.entries.update(value.get("entries", {}))
         stats.size.update(value.get("bytes", {}))
+        stats.epoch = value.get("epoch", 0)
         return stats

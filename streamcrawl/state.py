@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import shutil
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from pathlib import Path
 
 from rocksdict import (
@@ -222,22 +223,35 @@ class Transaction:
         self.put(table, key, None, source)
 
     def put_many(
-        self, table: str, keys: list[bytes], values: list[bytes], source: str | None
+        self,
+        table: str,
+        keys: list[bytes],
+        values: Sequence[bytes | None],
+        source: str | Sequence[str] | None,
     ) -> None:
-        """`put` of each key and value in turn, with one source: a handler's bulk write (a
-        page's out-links). Keys not written yet in this layer (the common case) cost a few C-level
-        dict updates, not a `put` call each."""
+        """`put` of each key and value in turn, with one source or one per key: a handler's bulk
+        write (a page's out-links, a batch's in-links). Keys not written yet in this layer (the
+        common case) cost a few C-level dict updates, not a `put` call each."""
+        sources: Iterable[str | None]
+        if source is None or isinstance(source, str):
+            sources = repeat(source)
+        elif len(source) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(source)} sources")
+        else:
+            sources = source
         if len(values) != len(keys):
             raise ValueError(f"{len(keys)} keys but {len(values)} values")
         entries = [(table, key) for key in keys]
         writes = self.writes
         if not writes.keys().isdisjoint(entries) or len(set(keys)) != len(keys):
-            for key, value in zip(keys, values, strict=True):
-                self.put(table, key, value, source)
+            for key, value, one in zip(keys, values, sources, strict=False):  # lengths checked
+                self.put(table, key, value, one)
             return
-        writes.update(zip(entries, values, strict=False))  # lengths checked
-        if source is not None:
+        writes.update(zip(entries, values, strict=False))
+        if isinstance(source, str):
             self.sources.update(dict.fromkeys(entries, source))
+        elif source is not None:
+            self.sources.update(zip(entries, source, strict=False))
         index = self._keys.get(table)
         if index is None:
             index = self._keys[table] = _KeyIndex()

@@ -156,14 +156,18 @@ class _Replay(BatchHandler):
 def encode_forward(batch_of_pages: list[PageLinks]) -> float:
     """The forward pass's per-edge encoding alone, no state: each page's forward keys and values
     and its re-keyed messages (key, in-link value, partition), as the handler builds them for a
-    first crawl (`linkgraph.indexes._first_crawl`), with no read, write, node or kernel object.
-    Its ratio to the bare puts bounds the forward pass's from above: the re-keyed messages are
-    work the baseline has no counterpart for."""
-    indexes = PartitionIndexes(None, NodeCache(), PartitionStats(), 1, [], {})  # type: ignore[arg-type]
+    first crawl (`linkgraph.indexes._first_crawl`, the partitions per cycle of pages), with no
+    read, write, node or kernel object. Its ratio to the bare puts bounds the forward pass's
+    from above: the re-keyed messages are work the baseline has no counterpart for."""
     started = time.process_time()
-    for page in batch_of_pages:
-        indexes.begin(None)
-        _first_crawl(indexes, page, prefix_of(page.from_url).decode(), in_link_head(page.from_url))
+    for start in range(0, len(batch_of_pages), CYCLE):
+        indexes = PartitionIndexes(None, NodeCache(), PartitionStats(), 1)  # type: ignore[arg-type]
+        for page in batch_of_pages[start : start + CYCLE]:
+            indexes.begin(None)
+            prefix = prefix_of(page.from_url).decode()
+            _first_crawl(indexes, page, prefix, in_link_head(page.from_url))
+            indexes.keep_rekeyed()
+        indexes.rows()
     return time.process_time() - started
 
 

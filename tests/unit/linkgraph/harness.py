@@ -40,9 +40,17 @@ class GraphHarness:
         self.outputs: list[Output] = []
         self.dead_letters: list[str] = []
         self.last_sources: dict[tuple[str, bytes], str] = {}
+        self._open()
+
+    def _open(self) -> None:
         for partition, store in enumerate(self.stores):
             ctx = Context(partition=partition, transaction=Transaction(store))
             self.handler.on_partition_opened(ctx)
+
+    def restart(self) -> None:
+        """A new handler over the same stores, its partitions opened (a restarted instance)."""
+        self.handler = LinkGraphHandler(self.topics)
+        self._open()
 
     def partition_of(self, url: str) -> int:
         return partition_for_key(url.encode(), self.topics.partitions)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from linkgraph.murmur import LIBRDKAFKA, partition_of_key
+from linkgraph.murmur import LIBRDKAFKA, partition_of_key, partitions_of_keys
 from schemas.partitioning import partition_for_key
 
 pytestmark = pytest.mark.skipif(LIBRDKAFKA is None, reason="librdkafka's murmur2 not reachable")
@@ -45,3 +45,19 @@ def test_known_partitions() -> None:
 def test_partition_count_must_be_positive() -> None:
     with pytest.raises(ValueError):
         partition_of_key(b"example.com", 0)
+
+
+def test_partitions_of_a_list_are_the_kernels() -> None:
+    """Every length's tail (0 to 3 bytes past whole words), keys of any alignment in the joined
+    buffer, long and empty keys, in any order."""
+    rng = random.Random(11)
+    keys = [rng.randbytes(rng.randrange(0, 70)) for _ in range(3000)]
+    keys += [b"", b"a", b"ab", b"abc", b"abcd", rng.randbytes(2000), "https://ü.example/ß".encode()]
+    rng.shuffle(keys)
+    for count in COUNTS:
+        assert partitions_of_keys(keys, count) == [partition_for_key(k, count) for k in keys]
+    for key in keys[:50]:  # alone, at the buffer's end
+        assert partitions_of_keys([key], 7) == [partition_for_key(key, 7)]
+    assert partitions_of_keys([], 3) == []
+    with pytest.raises(ValueError, match="positive"):
+        partitions_of_keys([b"a"], 0)

@@ -1,0 +1,212 @@
+"""Upserting in-links: `links.by-target` records to the reverse index, anchors and target nodes.
+
+The handler gives each run of consecutive in-links of a batch to `upsert_in_links` (a cycle of
+the reverse pass is one run). Per in-link, in arrival order:
+
+- A target with no in-link stored has no reverse entry, so its record is not read, nor is it
+  for a target of the running epoch whose filter rules the edge out (`nodecache`); otherwise the
+  stored reverse record (or the run's own write of it) is. An in-link older than the stored one
+  (``last_seen_at``) is a stale copy and changes nothing; one that encodes to the stored bytes (a
+  replay) neither.
+- The reverse record keeps the earliest ``discovered_at``; the rest follows the in-link.
+- Anchor entries are keys only (``to TAB text TAB from``, see `records`): the previous reverse
+  record says which entry to remove, so no count is read or rewritten; queries count them.
+- The target's node counts its in-links (live and stored) and its first sighting; it is changed
+  last, after everything that can fail, and written at the cycle's tick (`nodecache`).
+
+An in-link that fails (corrupt stored state, or a bug) is dead-lettered by the kernel with nothing
+of it written. The run's reverse and anchor writes are collected with their sources and put into
+the cycle's transaction at the end of the run in one `Transaction.put_many` per table: the common
+case (a new in-link to a new target) makes no read and few calls beyond encoding its record.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from linkgraph.exceptions import CorruptRecordError
+from linkgraph.indexes import PartitionIndexes
+from linkgraph.nodecache import CachedNode, NewTarget
+from linkgraph.records import (
+    ANCHORS,
+    NODES,
+    REVERSE,
+    SEPARATOR,
+    EdgeRecord,
+    NodeRecord,
+    PartitionStats,
+    anchor_key,
+)
+from schemas.links_by_target import InLink
+from streamcrawl.batch import Batch
+from streamcrawl.handler import Record
+from streamcrawl.state import Transaction
+
+
+class _RunWrites:
+    """One table's writes of a run, in order, with their sources and size changes."""
+
+    __slots__ = ("entries", "keys", "size", "sources", "values", "written")
+
+    def __init__(self) -> None:
+        self.keys: list[bytes] = []
+        self.values: list[bytes | None] = []
+        self.sources: list[str] = []
+        self.entries = 0
+        self.size = 0
+        self.written: dict[bytes, bytes] = {}
+        """The run's records by key, for its own reads."""
+
+    def add(self, key: bytes, value: bytes | None, source: str, entries: int, size: int) -> None:
+        """A write of the run (None: a delete), changing the table's entries and bytes by these;
+        kept for the run's later in-links to read back."""
+        self.keys.append(key)
+        self.values.append(value)
+        self.sources.append(source)
+        self.entries += entries
+        self.size += size
+        if value is not None:
+            self.written[key] = value
+
+    def write(self, transaction: Transaction, table: str, stats: PartitionStats) -> None:
+        """Put the run's writes into the cycle's transaction, their size changes into `stats`."""
+        if self.keys:
+            transaction.put_many(table, self.keys, self.values, self.sources)
+            stats.entries[table] += self.entries
+            stats.size[table] += self.size
+
+
+def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Record]) -> None:
+    """Apply a run of in-links of `batch` (see the module docstring): a new in-link inline, one
+    whose edge has a reverse record already through `_seen_again`."""
+    transaction, cache, stats = indexes.transaction, indexes.cache, indexes.stats
+    entries = cache.entries
+    reverse, anchors = _RunWrites(), _RunWrites()
+    written = reverse.written
+    epoch, might_hold = cache.epoch, cache.in_links.might_contain  # see `nodecache`
+    for record in records:
+        in_link = record.value
+        source = f"{record.topic}:{record.partition}:{record.offset}"  # Batch.source
+        try:
+            to_url, from_url = in_link.to_url, in_link.from_url
+            key = f"{to_url}{SEPARATOR}{from_url}".encode()  # edge_key
+            cached = entries.get(to_url)
+            node, cached, target = (
+                (cached.node, cached, None)
+                if cached is not None
+                else _uncached_node(indexes, to_url, in_link.discovered_at)
+            )
+            # A target with no in-link stored has no reverse record, nor has a target of this
+            # epoch one its filter rules out (see `nodecache`): no read.
+            old = None
+            if node.in_total and (node.in_epoch != epoch or key in written or might_hold(key)):
+                old = written.get(key) or transaction.get(REVERSE, key)
+            if old is not None:
+                if not _seen_again(in_link, key, old, node, reverse, anchors, source):
+                    continue
+            else:
+                encoded = orjson.dumps(
+                    {
+                        "anchor_text": in_link.anchor_text,
+                        "context_window": in_link.context_window,
+                        "link_type": in_link.link_type,
+                        "position": in_link.position,
+                        "discovered_at": in_link.discovered_at,
+                        "last_seen_at": in_link.last_seen_at,
+                        "rel": in_link.rel,
+                        "gone": in_link.gone,
+                    }
+                )
+        except CorruptRecordError as error:
+            batch.reject(record, f"corrupt state: {error}")
+            continue
+        except Exception as error:  # a bug must not stop the loop: routed by the kernel
+            batch.failed(record, error)
+            continue
+        # Nothing can fail from here on: a new in-link's writes, then its target's node.
+        if old is None:
+            if in_link.anchor_text and not in_link.gone:
+                anchor = f"{to_url}{SEPARATOR}{in_link.anchor_text}{SEPARATOR}{from_url}"
+                added = anchor.encode()  # anchor_key
+                anchors.add(added, b"", source, 1, len(added))
+            reverse.add(key, encoded, source, 1, len(key) + len(encoded))
+            if not node.in_total:
+                node.in_epoch = epoch  # its first in-link: every other one comes after it
+            node.in_total += 1
+            if not in_link.gone:
+                node.in_live += 1
+        if node.first_seen_at < 0 or in_link.discovered_at < node.first_seen_at:
+            node.first_seen_at = in_link.discovered_at
+        if target is not None:
+            target.source = source
+        elif cached is not None:
+            cache.changed(cached, source)
+    reverse.write(transaction, REVERSE, stats)
+    cache.in_links_written(reverse.keys)
+    anchors.write(transaction, ANCHORS, stats)
+
+
+def _seen_again(
+    in_link: InLink,
+    key: bytes,
+    old: bytes,
+    node: NodeRecord | NewTarget,
+    reverse: _RunWrites,
+    anchors: _RunWrites,
+    source: str,
+) -> bool:
+    """An in-link whose edge has reverse record `old`: merged into it (the earliest discovery,
+    the rest the in-link's), its anchor entry moved and its target's live count changed; False
+    when it changes nothing (a stale copy or a replay)."""
+    previous = EdgeRecord.decode(old)
+    if previous.last_seen_at > in_link.last_seen_at:
+        return False  # a stale copy: the reverse index already reflects a newer fetch
+    gone = in_link.gone
+    encoded = orjson.dumps(
+        {
+            "anchor_text": in_link.anchor_text,
+            "context_window": in_link.context_window,
+            "link_type": in_link.link_type,
+            "position": in_link.position,
+            "discovered_at": min(in_link.discovered_at, previous.discovered_at),
+            "last_seen_at": in_link.last_seen_at,
+            "rel": in_link.rel,
+            "gone": gone,
+        }
+    )
+    if encoded == old:
+        return False
+    # Nothing can fail from here on.
+    old_text = "" if previous.gone else previous.anchor_text
+    new_text = "" if gone else in_link.anchor_text
+    if old_text != new_text:
+        to_url, from_url = in_link.to_url, in_link.from_url
+        if old_text:
+            removed = anchor_key(to_url, old_text, from_url)
+            anchors.add(removed, None, source, -1, -len(removed))
+        if new_text:
+            added = anchor_key(to_url, new_text, from_url)
+            anchors.add(added, b"", source, 1, len(added))
+    reverse.add(key, encoded, source, 0, len(encoded) - len(old))
+    if previous.gone != gone:  # gone -> live or live -> gone
+        node.in_live += 1 if previous.gone else -1
+    return True
+
+
+def _uncached_node(
+    indexes: PartitionIndexes, url: str, discovered_at: int
+) -> tuple[NodeRecord | NewTarget, CachedNode | None, NewTarget | None]:
+    """A target's node when it is not a cached one: this cycle's new target, the stored node
+    (decoded, cached from now on), or a new target first seen at `discovered_at` (no read when
+    the cache's filter rules a stored one out)."""
+    cache = indexes.cache
+    target = cache.targets.get(url)
+    if target is None:
+        key = url.encode()
+        raw = indexes.transaction.get(NODES, key) if cache.stored.might_contain(key) else None
+        if raw is not None:
+            cached = CachedNode(NodeRecord.decode(raw), raw)
+            cache.add(url, cached)
+            return cached.node, cached, None
+        target = cache.targets[url] = NewTarget(discovered_at, cache.epoch)
+    return target, None, target
