@@ -7,9 +7,10 @@ FetchOutcome kind or ``robots_txt`` for a robots.txt fetch, so the series stay a
 
 Every fetch attempt is counted (pages and robots.txt alike, each robots.txt redirect hop too):
 :func:`counted`, or :func:`attempt_started`, :func:`attempt_ended` and :func:`record` around an
-await of its own (the page path, one coroutine less per fetch). That keeps ``requests_in_flight`` and, once it ended, the request count, its
-duration, the body bytes read from the connection and a refused address. Labelled children are
-looked up once and kept, since a labels() call costs more than the increment.
+await of its own (the page path, one coroutine less per fetch). That keeps ``requests_in_flight``
+and, once the attempt ended, the request count, its duration, the body bytes read from the
+connection and a refused address. Labelled children are looked up once and kept, since a labels()
+call costs more than the increment.
 """
 
 from __future__ import annotations

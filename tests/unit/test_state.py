@@ -94,10 +94,31 @@ def test_put_many_is_put_of_each_key_with_its_source(tmp_path: Path) -> None:
     store.close()
 
 
-def test_put_many_wants_a_value_per_key(tmp_path: Path) -> None:
+def test_put_many_with_a_source_per_key_and_deletes_is_put_of_each(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.write({("queue", b"c0"): b"stored"}, "cl", 0)
+    bulk, single = Transaction(store), Transaction(store)
+    # New keys only (the bulk path), then keys already written with a delete among them.
+    batches: list[tuple[list[bytes], list[bytes | None], list[str]]] = [
+        ([b"c2", b"c1"], [b"2", b"1"], ["in:0:1", "in:0:2"]),
+        ([b"c1", b"c0", b"c3"], [b"one", None, b"3"], ["in:0:3", "in:0:4", "in:0:5"]),
+    ]
+    for keys, values, sources in batches:
+        bulk.put_many("queue", keys, values, sources)
+        for key, value, source in zip(keys, values, sources, strict=True):
+            single.put("queue", key, value, source)
+        assert bulk.writes == single.writes and bulk.sources == single.sources
+    assert list(bulk.scan("queue", b"c")) == [(b"c1", b"one"), (b"c2", b"2"), (b"c3", b"3")]
+    assert bulk.sources[("queue", b"c0")] == "in:0:4"
+    store.close()
+
+
+def test_put_many_wants_a_value_and_a_source_per_key(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     with pytest.raises(ValueError):
         Transaction(store).put_many("queue", [b"a", b"b"], [b"1"], None)
+    with pytest.raises(ValueError):
+        Transaction(store).put_many("queue", [b"a", b"b"], [b"1", b"2"], ["in:0:1"])
     store.close()
 
 
