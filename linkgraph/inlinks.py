@@ -105,18 +105,7 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
                 if not _seen_again(in_link, key, old, node, reverse, anchors, source):
                     continue
             else:
-                encoded = orjson.dumps(
-                    {
-                        "anchor_text": in_link.anchor_text,
-                        "context_window": in_link.context_window,
-                        "link_type": in_link.link_type,
-                        "position": in_link.position,
-                        "discovered_at": in_link.discovered_at,
-                        "last_seen_at": in_link.last_seen_at,
-                        "rel": in_link.rel,
-                        "gone": in_link.gone,
-                    }
-                )
+                encoded = reverse_value(in_link, in_link.discovered_at)
         except CorruptRecordError as error:
             batch.reject(record, f"corrupt state: {error}")
             continue
@@ -162,18 +151,7 @@ def _seen_again(
     if previous.last_seen_at > in_link.last_seen_at:
         return False  # a stale copy: the reverse index already reflects a newer fetch
     gone = in_link.gone
-    encoded = orjson.dumps(
-        {
-            "anchor_text": in_link.anchor_text,
-            "context_window": in_link.context_window,
-            "link_type": in_link.link_type,
-            "position": in_link.position,
-            "discovered_at": min(in_link.discovered_at, previous.discovered_at),
-            "last_seen_at": in_link.last_seen_at,
-            "rel": in_link.rel,
-            "gone": gone,
-        }
-    )
+    encoded = reverse_value(in_link, min(in_link.discovered_at, previous.discovered_at))
     if encoded == old:
         return False
     # Nothing can fail from here on.
@@ -191,6 +169,23 @@ def _seen_again(
     if previous.gone != gone:  # gone -> live or live -> gone
         node.in_live += 1 if previous.gone else -1
     return True
+
+
+def reverse_value(in_link: InLink, discovered_at: int) -> bytes:
+    """The reverse record of `in_link`'s edge (`EdgeRecord`'s fields in order), discovered at
+    `discovered_at` (the earliest sighting: the in-link's, or the stored record's)."""
+    return orjson.dumps(
+        {
+            "anchor_text": in_link.anchor_text,
+            "context_window": in_link.context_window,
+            "link_type": in_link.link_type,
+            "position": in_link.position,
+            "discovered_at": discovered_at,
+            "last_seen_at": in_link.last_seen_at,
+            "rel": in_link.rel,
+            "gone": in_link.gone,
+        }
+    )
 
 
 def _uncached_node(
