@@ -12,8 +12,8 @@ automatic decompression, and parser limits on the status line, each header and t
    class reports it), which is when politeness counts the request as started;
 2. bounds the connect (aiohttp's ``sock_connect``), each wait for data and the whole exchange (a
    total deadline, cut to the lease deadline, around connecting, headers and the streamed body,
-   so a server that trickles one byte at a time dies on time), both of the latter on one timer
-   (`fetcher.deadlines`);
+   so a server that trickles one byte at a time dies on time), both of the latter checked by
+   one sweep per event loop (`fetcher.deadlines`);
 3. refuses a header block over ``max_header_bytes`` in total;
 4. maps 304 to ``unchanged``, other 3xx to ``redirect`` with the Location resolved against the URL
    and canonicalised (never followed: the frontier admits the target so scope, robots and
@@ -28,7 +28,6 @@ automatic decompression, and parser limits on the status line, each header and t
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -142,7 +141,7 @@ async def open_session(
     )
     session = aiohttp.ClientSession(
         connector=connector,
-        # The read and total deadlines are fetcher.deadlines' (one timer per fetch, not per chunk).
+        # The read and total deadlines are fetcher.deadlines' (one sweep per loop, no timer each).
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=limits.connect_timeout_s),
         auto_decompress=False,
         max_line_size=limits.max_line_bytes,
@@ -197,10 +196,9 @@ async def _exchange(
     if budget <= 0:
         _fail(draft, retryable(Reason.TIMEOUT, "lease deadline passed"))
         return
-    deadline: FetchDeadline | None = None
+    deadline = FetchDeadline(budget, limits.read_timeout_s, target.on_sent)
     try:
-        async with asyncio.timeout(None) as timeout:
-            deadline = FetchDeadline(timeout, budget, limits.read_timeout_s, target.on_sent)
+        with deadline:
             token = _DEADLINE.set(deadline)
             try:
                 async with session.get(
@@ -210,10 +208,9 @@ async def _exchange(
                     deadline.progress()
                     await _read_response(response, url, target, limits, clock, draft, deadline)
             finally:
-                deadline.cancel()
                 _DEADLINE.reset(token)
     except TimeoutError as error:
-        if deadline is not None and deadline.expired == "read":
+        if deadline.expired == "read":
             _fail(draft, retryable(Reason.READ_TIMEOUT, f"no data for {limits.read_timeout_s} s"))
         else:
             _fail(draft, classify_exception(error))
