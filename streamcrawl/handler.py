@@ -31,9 +31,11 @@ class Record:
     timestamp_ms: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Output:
-    """One message to produce; `partition` None lets the murmur2 partitioner place it by key."""
+    """One message to produce; `partition` None lets the murmur2 partitioner place it by key.
+    Not frozen: a frozen dataclass sets each field through ``object.__setattr__`` (1.5 us an
+    output against 0.24), and every message a service sends is one; nothing changes one after."""
 
     topic: str
     key: str | bytes | None
