@@ -18,9 +18,9 @@ from streamcrawl.state import Table, Transaction
 Headers = list[tuple[str, bytes]]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Record:
-    """One consumed message, decoded."""
+    """One consumed message, decoded (a plain slotted class, as `Output`: one per message)."""
 
     topic: str
     partition: int
