@@ -44,16 +44,17 @@ from frontier.records import (
     ReportWait,
     VisitedRecord,
     dump,
-    encode_queued,
     host_pages_key,
     peek_depth,
     pending_key,
+    queued_head,
     read_u64,
     u64,
     visited_prefix,
 )
 from frontier.scope import HostScope, ScopeRules, decide_new, host_scope
 from frontier.session import PartitionSession
+from frontier.traps import check_traps
 from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState
 from schemas.scores import PageScore
@@ -61,11 +62,15 @@ from schemas.serde import encode
 from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
 
 _ORDINAL = struct.Struct(">QHI")
-_ORDINAL_SEQUENCE = struct.Struct(">QHIQ")
-"""The BFS ordinal (source rank, part, position) and the queue's arrival sequence, packed once."""
+_RANK_PART = struct.Struct(">QH")
+_INDEX_SEQUENCE = struct.Struct(">IQ")
+"""The BFS ordinal (source rank, part, position) and the queue's arrival sequence: the first two
+packed once per message, the others per URL."""
 FINGERPRINT_BYTES = 16
 _MAX_U16 = 2**16 - 1
 _MAX_U32 = 2**32 - 1
+_NO_HINT = DiscoveredUrl(url="")
+"""A URL without a sitemap priority: what most URLs' priority bytes are made for."""
 
 
 def receive_discovered(session: PartitionSession, message: DiscoveredUrls) -> None:
@@ -134,12 +139,13 @@ def _admit_urls(
     if not candidates:
         return counts
     keys = [key for _, _, _, key in candidates]
-    absent = session.memory.seen.absent(keys)
+    digests: list[int] = []
+    absent = session.memory.seen.absent(keys, digests)
     maybe = [key for key, unseen in zip(keys, absent, strict=True) if not unseen]
     stored = dict(zip(maybe, session.table(VISITED).get_many(maybe), strict=True))
     intake = _Intake(session, crawl, message)
     handled: set[bytes] = set()
-    for index, item, canonical, key in candidates:
+    for (index, item, canonical, key), digest in zip(candidates, digests, strict=True):
         if key in handled:
             outcome = "duplicate"
         else:
@@ -152,7 +158,7 @@ def _admit_urls(
                     _maybe_lower_depth(session, crawl, visited, fingerprint, host, depth, ordinal)
                 outcome = "duplicate"
             else:
-                outcome = intake.admit(index, item, canonical, key)
+                outcome = intake.admit(index, item, canonical, key, digest)
                 if outcome != QUEUED:  # refused: the same URL again is decided again
                     counts[outcome] = counts.get(outcome, 0) + 1
                     continue
@@ -163,7 +169,12 @@ def _admit_urls(
 
 
 class _Intake:
-    """Scope and queueing of a message's URLs not visited before, their shared parts made once."""
+    """Scope and queueing of a message's URLs not visited before, their shared parts made once.
+
+    The queue entries and visited records of the URLs queued are collected and written in
+    :meth:`finish`, one bulk write per table (nothing reads them before: a URL found twice in the
+    message is the caller's ``handled``), and so are their Bloom bits, from the hashes the visited
+    lookup computed."""
 
     def __init__(
         self, session: PartitionSession, crawl: CrawlState, message: DiscoveredUrls
@@ -174,49 +185,95 @@ class _Intake:
         self.rules = session.services.scope_rules(crawl)
         self.rank = source_rank(session, crawl.crawl_id, message.source_url)
         self.part = min(message.part, _MAX_U16)
-        self.queue = session.table(QUEUE)
         self.queue_prefix = host_prefix(message.host)
+        self.rank_part = _RANK_PART.pack(self.rank, self.part)
         self.entry_head = new_entry_head(crawl.crawl_id, message.depth, message.redirect_hops)
+        self.visited_head = queued_head(message.depth)
+        # A canonical URL of the message's host has its path's "/" right after the host.
+        self.path_starts = (len(f"http://{message.host}"), len(f"https://{message.host}"))
         self.queued = 0
         self._scope: HostScope | None = None
+        self._traps_only = False
+        self._plain_head: bytes | None = None
         self._host_pages: int | None = None
         self._priorities: dict[float | None, bytes] = {}
+        self._queue_keys: list[bytes] = []
+        self._entries: list[bytes] = []
+        self._visited_keys: list[bytes] = []
+        self._visited: list[bytes] = []
+        self._digests: list[int] = []
 
-    def admit(self, index: int, item: DiscoveredUrl, canonical: str, key: bytes) -> str:
-        """Queue a URL not in the visited set, or say why not: :data:`QUEUED` or the counter."""
-        session, crawl, rules, message = self.session, self.crawl, self.rules, self.message
+    def admit(
+        self, index: int, item: DiscoveredUrl, canonical: str, key: bytes, digest: int
+    ) -> str:
+        """Queue a URL not in the visited set, or say why not: :data:`QUEUED` or the counter.
+
+        ``digest`` is the key's Bloom hash (`frontier.bloom.BloomFilter.absent`)."""
+        session, rules = self.session, self.rules
         scope = self._scope
         if scope is None:  # at the first URL not visited, as it may open the budget account
-            account = session.account(crawl)
-            budget_left = account is None or account.available > 0 or not account.exhausted
-            scope = self._scope = host_scope(rules, message.host, message.depth, budget_left)
+            scope = self._open_scope()
         pages = self._host_pages
-        if pages is None and rules.max_pages_per_host != -1:
-            pages = self._host_pages = _host_pages(session, rules, message.host, crawl.crawl_id)
-        reason = decide_new(rules, scope, canonical, pages or 0)
-        if reason is not None:
-            return f"rejected_{reason}"
-        sequence = session.next_sequence()
-        queue_key = (
-            self.queue_prefix
-            + self._priority(item, key)
-            + _ORDINAL_SEQUENCE.pack(self.rank, self.part, min(index, _MAX_U32), sequence)
-        )
-        self.queue.put(queue_key, encode_new_entry(self.entry_head, canonical))
-        session.put_visited_raw(key, encode_queued(message.depth, queue_key))
+        if self._traps_only:  # every other rule passes for every URL of the message
+            path_start = self.path_starts[canonical[4] == "s"]  # http:// or https://
+            trap = check_traps(canonical, rules.trap_limits, path_start)
+            if trap is not None:
+                return f"rejected_{trap}"
+        else:
+            if pages is None and rules.max_pages_per_host != -1:
+                pages = self._host_pages = _host_pages(
+                    session, rules, self.message.host, self.crawl.crawl_id
+                )
+            reason = decide_new(rules, scope, canonical, pages or 0)
+            if reason is not None:
+                return f"rejected_{reason}"
+        plain = self._plain_head
+        if plain is not None and item.priority is None:
+            head = plain
+        else:
+            head = self.queue_prefix + self._priority(item, key) + self.rank_part
+        queue_key = head + _INDEX_SEQUENCE.pack(min(index, _MAX_U32), session.next_sequence())
+        self._queue_keys.append(queue_key)
+        self._entries.append(encode_new_entry(self.entry_head, canonical))
+        self._visited_keys.append(key)
+        self._visited.append(self.visited_head + queue_key)
+        self._digests.append(digest)
         self.queued += 1
         if pages is not None:
             self._host_pages = pages + 1
         return QUEUED
 
+    def _open_scope(self) -> HostScope:
+        """The host's scope, and which shortcuts it allows, worked out at the first new URL."""
+        session, crawl, rules, message = self.session, self.crawl, self.rules, self.message
+        account = session.account(crawl)
+        budget_left = account is None or account.available > 0 or not account.exhausted
+        scope = self._scope = host_scope(rules, message.host, message.depth, budget_left)
+        self._traps_only = (
+            scope.in_domain
+            and scope.depth_ok
+            and scope.budget_left
+            and scope.score_ok
+            and rules.include is None
+            and rules.exclude is None
+            and rules.max_pages_per_host == -1
+        )
+        if crawl.request.priority != "pagerank":  # the priority of a URL without a hint
+            self._plain_head = self.queue_prefix + self._priority(_NO_HINT, b"") + self.rank_part
+        return scope
+
     def finish(self) -> None:
-        """The host's queue grew, and its page count when counted: one change each per message."""
+        """The URLs queued written, the host's queue grown and its page count when counted: one
+        change each per message."""
         if not self.queued:
             return
-        self.session.queued(self.message.host, self.queued)
+        session = self.session
+        session.put_many(QUEUE, self._queue_keys, self._entries)
+        session.put_new_visited(self._visited_keys, self._visited, self._digests)
+        session.queued(self.message.host, self.queued)
         if self._host_pages is not None:
             key = host_pages_key(self.message.host, self.crawl.crawl_id)
-            self.session.table(HOST_PAGES).put(key, u64(self._host_pages))
+            session.table(HOST_PAGES).put(key, u64(self._host_pages))
 
     def _priority(self, item: DiscoveredUrl, key: bytes) -> bytes:
         """The strategy's priority bytes: one per message but for sitemap hints and, under

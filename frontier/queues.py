@@ -20,7 +20,7 @@ import json
 import struct
 from dataclasses import dataclass
 
-from frontier.fields import ABSENT_FIELD, pack_field, unpack_fields
+from frontier.fields import ABSENT, ABSENT_FIELD, LENGTH, pack_field, unpack_fields
 from streamcrawl.state import Table
 
 SEPARATOR = b"\x00"
@@ -97,7 +97,10 @@ def new_entry_head(crawl_id: str, depth: int, redirect_hops: int) -> bytes:
 
 def encode_new_entry(head: bytes, url: str) -> bytes:
     """A first-time entry from its message's :func:`new_entry_head`, without a `QueuedUrl`."""
-    return head + _field(url.encode()) + _NO_VALIDATORS
+    encoded = url.encode()
+    if len(encoded) >= ABSENT:  # pack_field's check, inline: this runs for every URL queued
+        raise ValueError(f"a queue entry field of {len(encoded)} bytes is too long")
+    return head + LENGTH.pack(len(encoded)) + encoded + _NO_VALIDATORS
 
 
 def enqueue(table: Table, host: str, priority: bytes, sequence: int, entry: QueuedUrl) -> bytes:

@@ -48,11 +48,22 @@ class TrapLimits:
 DEFAULT_TRAP_LIMITS = TrapLimits()
 
 
-def check_traps(canonical_url: str, limits: TrapLimits = DEFAULT_TRAP_LIMITS) -> TrapReason | None:
-    """The first trap rule ``canonical_url`` breaks, in the module docstring's order, or None."""
+def check_traps(
+    canonical_url: str, limits: TrapLimits = DEFAULT_TRAP_LIMITS, path_start: int = -1
+) -> TrapReason | None:
+    """The first trap rule ``canonical_url`` breaks, in the module docstring's order, or None.
+
+    ``path_start``, when the caller knows it, is the index of the path's first "/" in a canonical
+    URL (admission does: every URL of a message starts with ``scheme://host/``), which spares the
+    search for it."""
     if len(canonical_url) > limits.max_url_length:
         return "trap_url_length"
-    path, query = path_and_query(canonical_url)
+    if path_start < 0:
+        path, query = path_and_query(canonical_url)
+    else:
+        mark = canonical_url.find("?", path_start)
+        path = canonical_url[path_start:] if mark < 0 else canonical_url[path_start:mark]
+        query = "" if mark < 0 else canonical_url[mark + 1 :]
     # len(path_segments(path)) without the list: a trailing slash ends no segment.
     count = path.count("/") - path.endswith("/")
     if count > limits.max_path_segments:
