@@ -31,7 +31,7 @@ import struct
 from frontier import crawlstate
 from frontier.budget import depth_counter
 from frontier.priority import PrioritySignals, encode_priority, queue_key
-from frontier.queues import QueuedUrl, encode_new_entry, enqueue, host_prefix, new_entry_head
+from frontier.queues import QueuedUrl, encode_new_entries, enqueue, host_prefix, new_entry_head
 from frontier.records import (
     HOST_PAGES,
     LEASES,
@@ -144,12 +144,13 @@ def _admit_urls(
     maybe = [key for key, unseen in zip(keys, absent, strict=True) if not unseen]
     stored = dict(zip(maybe, session.table(VISITED).get_many(maybe), strict=True))
     intake = _Intake(session, crawl, message)
+    admit = intake.admit
     handled: set[bytes] = set()
     for (index, item, canonical, key), digest in zip(candidates, digests, strict=True):
         if key in handled:
             outcome = "duplicate"
         else:
-            raw = stored.get(key)
+            raw = stored.get(key) if stored else None
             if raw is not None:
                 if depth < peek_depth(raw):
                     fingerprint = key[len(prefix) :]
@@ -158,7 +159,7 @@ def _admit_urls(
                     _maybe_lower_depth(session, crawl, visited, fingerprint, host, depth, ordinal)
                 outcome = "duplicate"
             else:
-                outcome = intake.admit(index, item, canonical, key, digest)
+                outcome = admit(index, item, canonical, key, digest)
                 if outcome != QUEUED:  # refused: the same URL again is decided again
                     counts[outcome] = counts.get(outcome, 0) + 1
                     continue
@@ -191,16 +192,14 @@ class _Intake:
         self.visited_head = queued_head(message.depth)
         # A canonical URL of the message's host has its path's "/" right after the host.
         self.path_starts = (len(f"http://{message.host}"), len(f"https://{message.host}"))
-        self.queued = 0
         self._scope: HostScope | None = None
         self._traps_only = False
         self._plain_head: bytes | None = None
         self._host_pages: int | None = None
         self._priorities: dict[float | None, bytes] = {}
         self._queue_keys: list[bytes] = []
-        self._entries: list[bytes] = []
+        self._urls: list[str] = []
         self._visited_keys: list[bytes] = []
-        self._visited: list[bytes] = []
         self._digests: list[int] = []
 
     def admit(
@@ -208,40 +207,48 @@ class _Intake:
     ) -> str:
         """Queue a URL not in the visited set, or say why not: :data:`QUEUED` or the counter.
 
-        ``digest`` is the key's Bloom hash (`frontier.bloom.BloomFilter.absent`)."""
+        ``digest`` is the key's Bloom hash (`frontier.bloom.BloomFilter.absent`). Until the first
+        URL has opened the host's scope, and whenever a rule but the traps can refuse, the URL
+        goes through every rule (:meth:`_refusal`); otherwise through the traps alone."""
+        if self._traps_only:
+            path_start = self.path_starts[canonical[4] == "s"]  # http:// or https://
+            trap = check_traps(canonical, self.rules.trap_limits, path_start)
+            if trap is not None:
+                return "rejected_" + trap
+        else:
+            reason = self._refusal(canonical)
+            if reason is not None:
+                return reason
+        plain = self._plain_head
+        head = plain if plain is not None and item.priority is None else self._head(item, key)
+        # index < 2**32: a message (at most 4 MiB) holds far fewer URLs.
+        self._queue_keys.append(head + _INDEX_SEQUENCE.pack(index, self.session.next_sequence()))
+        self._urls.append(canonical)
+        self._visited_keys.append(key)
+        self._digests.append(digest)
+        return QUEUED
+
+    def _refusal(self, canonical: str) -> str | None:
+        """Every rule of `frontier.scope.decide_new`: None, or the counter of the first broken."""
         session, rules = self.session, self.rules
         scope = self._scope
         if scope is None:  # at the first URL not visited, as it may open the budget account
             scope = self._open_scope()
         pages = self._host_pages
-        if self._traps_only:  # every other rule passes for every URL of the message
-            path_start = self.path_starts[canonical[4] == "s"]  # http:// or https://
-            trap = check_traps(canonical, rules.trap_limits, path_start)
-            if trap is not None:
-                return f"rejected_{trap}"
-        else:
-            if pages is None and rules.max_pages_per_host != -1:
-                pages = self._host_pages = _host_pages(
-                    session, rules, self.message.host, self.crawl.crawl_id
-                )
-            reason = decide_new(rules, scope, canonical, pages or 0)
-            if reason is not None:
-                return f"rejected_{reason}"
-        plain = self._plain_head
-        if plain is not None and item.priority is None:
-            head = plain
-        else:
-            head = self.queue_prefix + self._priority(item, key) + self.rank_part
-        queue_key = head + _INDEX_SEQUENCE.pack(min(index, _MAX_U32), session.next_sequence())
-        self._queue_keys.append(queue_key)
-        self._entries.append(encode_new_entry(self.entry_head, canonical))
-        self._visited_keys.append(key)
-        self._visited.append(self.visited_head + queue_key)
-        self._digests.append(digest)
-        self.queued += 1
+        if pages is None and rules.max_pages_per_host != -1:
+            pages = self._host_pages = _host_pages(
+                session, rules, self.message.host, self.crawl.crawl_id
+            )
+        reason = decide_new(rules, scope, canonical, pages or 0)
+        if reason is not None:
+            return f"rejected_{reason}"
         if pages is not None:
             self._host_pages = pages + 1
-        return QUEUED
+        return None
+
+    def _head(self, item: DiscoveredUrl, key: bytes) -> bytes:
+        """The queue key up to the URL's position: host, priority bytes, source rank and part."""
+        return self.queue_prefix + self._priority(item, key) + self.rank_part
 
     def _open_scope(self) -> HostScope:
         """The host's scope, and which shortcuts it allows, worked out at the first new URL."""
@@ -259,18 +266,21 @@ class _Intake:
             and rules.max_pages_per_host == -1
         )
         if crawl.request.priority != "pagerank":  # the priority of a URL without a hint
-            self._plain_head = self.queue_prefix + self._priority(_NO_HINT, b"") + self.rank_part
+            self._plain_head = self._head(_NO_HINT, b"")
         return scope
 
     def finish(self) -> None:
         """The URLs queued written, the host's queue grown and its page count when counted: one
         change each per message."""
-        if not self.queued:
+        queue_keys = self._queue_keys
+        if not queue_keys:
             return
         session = self.session
-        session.put_many(QUEUE, self._queue_keys, self._entries)
-        session.put_new_visited(self._visited_keys, self._visited, self._digests)
-        session.queued(self.message.host, self.queued)
+        session.put_many(QUEUE, queue_keys, encode_new_entries(self.entry_head, self._urls))
+        visited_head = self.visited_head
+        records = [visited_head + queue_key for queue_key in queue_keys]
+        session.put_new_visited(self._visited_keys, records, self._digests)
+        session.queued(self.message.host, len(queue_keys))
         if self._host_pages is not None:
             key = host_pages_key(self.message.host, self.crawl.crawl_id)
             session.table(HOST_PAGES).put(key, u64(self._host_pages))

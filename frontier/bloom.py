@@ -80,10 +80,12 @@ class BloomFilter:
                 digests.append(digest)
         return answers
 
-    def add_digest(self, digest: int) -> None:
-        """`add` of the key whose hash :meth:`absent` gave as ``digest``."""
-        self._array[(digest & _LOW_64) % self.words] |= self._masks[digest >> _MASK_SHIFT]
-        self.count += 1
+    def add_digests(self, digests: list[int]) -> None:
+        """`add` of each key whose hash :meth:`absent` gave in ``digests``."""
+        words, array, masks = self.words, self._array, self._masks
+        for digest in digests:
+            array[(digest & _LOW_64) % words] |= masks[digest >> _MASK_SHIFT]
+        self.count += len(digests)
 
     @property
     def size_bytes(self) -> int:

@@ -273,9 +273,7 @@ class PartitionSession:
     def put_new_visited(self, keys: list[bytes], records: list[bytes], digests: list[int]) -> None:
         """`put_visited_raw` of each key not in the visited set before, whose Bloom hashes
         ``digests`` the lookup that found them absent gave: one bulk write."""
-        seen = self.memory.seen
-        for digest in digests:
-            seen.add_digest(digest)
+        self.memory.seen.add_digests(digests)
         self.put_many(VISITED, keys, records)
 
     def put_many(self, table: str, keys: list[bytes], values: list[bytes]) -> None:

@@ -71,12 +71,14 @@ def check_traps(
     # A segment seen more than max_segment_repeats times needs that many segments and more, and
     # a run of two or more repeated more than max_run_repeats times twice as many: most URLs are
     # too short for either, and skip the segment list.
-    if count > min(limits.max_segment_repeats, 2 * limits.max_run_repeats + 1) and (
-        has_repeated_segments(
+    if count > min(limits.max_segment_repeats, 2 * limits.max_run_repeats + 1):
+        # All pieces distinct (the empty ones before and after the slashes included): no segment
+        # repeats, the common case, decided without the segment list.
+        pieces = path.split("/")
+        if len(set(pieces)) != len(pieces) and has_repeated_segments(
             path_segments(path), limits.max_segment_repeats, limits.max_run_repeats
-        )
-    ):
-        return "trap_repeated_segments"
+        ):
+            return "trap_repeated_segments"
     # Each parameter but the first follows an "&": fewer "&" than the limit is within it.
     if query.count("&") >= limits.max_query_params and (
         query_param_count(query) > limits.max_query_params

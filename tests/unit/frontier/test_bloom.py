@@ -24,9 +24,9 @@ def test_adding_by_the_digest_absent_gave_sets_the_same_bits_as_adding_the_key()
     digests: list[int] = []
     assert by_digest.absent(keys, digests) == [True] * len(keys)  # nothing added yet
     assert len(digests) == len(keys)
-    for key, digest in zip(keys, digests, strict=True):
+    for key in keys:
         by_key.add(key)
-        by_digest.add_digest(digest)
+    by_digest.add_digests(digests)
     assert by_digest._array == by_key._array
     assert by_digest.count == by_key.count == len(keys)
     assert by_digest.absent(keys) == [False] * len(keys)
