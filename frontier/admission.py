@@ -116,13 +116,56 @@ def _admit_urls(
     rules, the entry's and key's fixed parts) is worked out once. Three passes: canonical forms
     and visited keys; the keys the Bloom filter cannot rule out read in one multi-get; then each
     URL in order, a key queued or found earlier in the message counting as the duplicate it is."""
-    crawl_id = crawl.crawl_id
     host = message.host
     depth = message.depth
     counts: dict[str, int] = {"discovered": len(message.urls)}
+    prefix = visited_prefix(crawl.crawl_id)
+    candidates = _candidates(crawl, message, prefix, counts)
+    if not candidates:
+        return counts
+    keys = [key for _, _, _, key in candidates]
+    digests: list[int] = []
+    absent = session.memory.seen.absent(keys, digests)
+    maybe = [key for key, unseen in zip(keys, absent, strict=True) if not unseen]
+    stored = dict(zip(maybe, session.table(VISITED).get_many(maybe), strict=True)) if maybe else {}
+    intake = _Intake(session, crawl, message)
+    admit = intake.admit
+    handled: set[bytes] = set()
+    duplicates = 0
+    for (index, item, canonical, key), digest in zip(candidates, digests, strict=True):
+        if key in handled:
+            duplicates += 1
+            continue
+        raw = stored.get(key) if stored else None
+        if raw is None:
+            refused = admit(index, item, canonical, key, digest)
+            if refused:  # the same URL again is decided again
+                counts[refused] = counts.get(refused, 0) + 1
+                continue
+        else:
+            if depth < peek_depth(raw):
+                fingerprint = key[len(prefix) :]
+                ordinal = _ORDINAL.pack(intake.rank, intake.part, min(index, _MAX_U32))
+                visited = VisitedRecord.decode(raw)
+                _maybe_lower_depth(session, crawl, visited, fingerprint, host, depth, ordinal)
+            duplicates += 1
+        handled.add(key)
+    if duplicates:
+        counts["duplicate"] = duplicates
+    queued = intake.finish()
+    if queued:
+        counts[QUEUED] = queued
+    return counts
+
+
+def _candidates(
+    crawl: CrawlState, message: DiscoveredUrls, prefix: bytes, counts: dict[str, int]
+) -> list[tuple[int, DiscoveredUrl, str, bytes]]:
+    """(position, URL, canonical form, visited key) of each URL this partition may admit; the
+    others counted as invalid, misrouted or cancelled."""
+    host = message.host
     routed = (f"https://{host}/", f"http://{host}/")  # a canonical URL's path starts with "/"
     cancelled = crawl.status == "cancelled"
-    prefix = visited_prefix(crawl_id)
     candidates: list[tuple[int, DiscoveredUrl, str, bytes]] = []
     for index, item in enumerate(message.urls):
         canonical = canonical_url(item.url)
@@ -136,37 +179,7 @@ def _admit_urls(
             candidates.append((index, item, canonical, prefix + url_fingerprint(canonical)))
             continue
         counts[outcome] = counts.get(outcome, 0) + 1
-    if not candidates:
-        return counts
-    keys = [key for _, _, _, key in candidates]
-    digests: list[int] = []
-    absent = session.memory.seen.absent(keys, digests)
-    maybe = [key for key, unseen in zip(keys, absent, strict=True) if not unseen]
-    stored = dict(zip(maybe, session.table(VISITED).get_many(maybe), strict=True))
-    intake = _Intake(session, crawl, message)
-    admit = intake.admit
-    handled: set[bytes] = set()
-    for (index, item, canonical, key), digest in zip(candidates, digests, strict=True):
-        if key in handled:
-            outcome = "duplicate"
-        else:
-            raw = stored.get(key) if stored else None
-            if raw is not None:
-                if depth < peek_depth(raw):
-                    fingerprint = key[len(prefix) :]
-                    ordinal = _ORDINAL.pack(intake.rank, intake.part, min(index, _MAX_U32))
-                    visited = VisitedRecord.decode(raw)
-                    _maybe_lower_depth(session, crawl, visited, fingerprint, host, depth, ordinal)
-                outcome = "duplicate"
-            else:
-                outcome = admit(index, item, canonical, key, digest)
-                if outcome != QUEUED:  # refused: the same URL again is decided again
-                    counts[outcome] = counts.get(outcome, 0) + 1
-                    continue
-            handled.add(key)
-        counts[outcome] = counts.get(outcome, 0) + 1
-    intake.finish()
-    return counts
+    return candidates
 
 
 class _Intake:
@@ -269,12 +282,12 @@ class _Intake:
             self._plain_head = self._head(_NO_HINT, b"")
         return scope
 
-    def finish(self) -> None:
+    def finish(self) -> int:
         """The URLs queued written, the host's queue grown and its page count when counted: one
-        change each per message."""
+        change each per message. Returns how many were queued."""
         queue_keys = self._queue_keys
         if not queue_keys:
-            return
+            return 0
         session = self.session
         session.put_many(QUEUE, queue_keys, encode_new_entries(self.entry_head, self._urls))
         visited_head = self.visited_head
@@ -284,6 +297,7 @@ class _Intake:
         if self._host_pages is not None:
             key = host_pages_key(self.message.host, self.crawl.crawl_id)
             session.table(HOST_PAGES).put(key, u64(self._host_pages))
+        return len(queue_keys)
 
     def _priority(self, item: DiscoveredUrl, key: bytes) -> bytes:
         """The strategy's priority bytes: one per message but for sitemap hints and, under

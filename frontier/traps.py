@@ -19,7 +19,7 @@ The rules, with :class:`TrapLimits` defaults:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -37,12 +37,18 @@ class TrapLimits:
     max_segment_repeats: int = 3
     max_run_repeats: int = 2
     max_query_params: int = 32
+    repeats_from: int = field(init=False, repr=False, compare=False)
+    """Segments a path needs before it can break a repeat rule (see `check_traps`)."""
 
     def __post_init__(self) -> None:
         if min(self.max_url_length, self.max_path_segments, self.max_query_params) < 1:
             raise ValueError("trap limits on length, segments and parameters must be at least 1")
         if self.max_segment_repeats < 1 or self.max_run_repeats < 1:
             raise ValueError("repeat limits must be at least 1")
+        # A segment seen more than max_segment_repeats times needs more segments than that, and
+        # a run of two or more repeated more than max_run_repeats times twice as many.
+        floor = min(self.max_segment_repeats, 2 * self.max_run_repeats + 1)
+        object.__setattr__(self, "repeats_from", floor)
 
 
 DEFAULT_TRAP_LIMITS = TrapLimits()
@@ -68,10 +74,8 @@ def check_traps(
     count = path.count("/") - path.endswith("/")
     if count > limits.max_path_segments:
         return "trap_path_segments"
-    # A segment seen more than max_segment_repeats times needs that many segments and more, and
-    # a run of two or more repeated more than max_run_repeats times twice as many: most URLs are
-    # too short for either, and skip the segment list.
-    if count > min(limits.max_segment_repeats, 2 * limits.max_run_repeats + 1):
+    # Most URLs are too short to break a repeat rule, and skip the segment list.
+    if count > limits.repeats_from:
         # All pieces distinct (the empty ones before and after the slashes included): no segment
         # repeats, the common case, decided without the segment list.
         pieces = path.split("/")
