@@ -1,4 +1,4 @@
-"""Admission: DiscoveredUrls into host queues, ParseReports counted (DESIGN.md section 3, step 2).
+"""Admission: DiscoveredUrls into host queues (DESIGN.md section 3, step 2).
 
 For each URL of a DiscoveredUrls message: canonicalise, fingerprint, look up the crawl's visited
 set, then `frontier.scope.decide` in seed 000's order (duplicate, domain, include, exclude, depth,
@@ -19,8 +19,9 @@ here, as if appended to the FIFO when they arrived.
 
 A message whose crawl is not in the directory yet waits in `pending` (never dropped) and is admitted
 by the tick once the crawl appears. Every admitted message counts ``discovered_messages_admitted``;
-the ParseReport of a page counts ``reports_admitted`` and adds its ``discovered_messages`` to
-``discovered_messages_announced``, which together tell when a crawl is done (`frontier.progress`).
+the ParseReport of a page (`frontier.reports`) counts ``reports_admitted`` and adds its
+``discovered_messages`` to ``discovered_messages_announced``, which together tell when a crawl is
+done (`frontier.progress`).
 """
 
 from __future__ import annotations
@@ -34,16 +35,11 @@ from frontier.priority import PrioritySignals, encode_priority, queue_key
 from frontier.queues import QueuedUrl, encode_new_entries, enqueue, host_prefix, new_entry_head
 from frontier.records import (
     HOST_PAGES,
-    LEASES,
     PENDING,
     QUEUE,
-    REPORTS,
     SCORES,
     VISITED,
-    LeaseRecord,
-    ReportWait,
     VisitedRecord,
-    dump,
     host_pages_key,
     peek_depth,
     pending_key,
@@ -57,9 +53,8 @@ from frontier.session import PartitionSession
 from frontier.traps import check_traps
 from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState
-from schemas.scores import PageScore
 from schemas.serde import encode
-from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
+from schemas.urls import DiscoveredUrl, DiscoveredUrls
 
 _ORDINAL = struct.Struct(">QHI")
 _RANK_PART = struct.Struct(">QH")
@@ -403,52 +398,6 @@ def _maybe_lower_depth(
     session.put_visited(crawl.crawl_id, fingerprint, visited)
     session.count(crawl.crawl_id, "lower_depth")
     session.wake(host)
-
-
-def admit_report(session: PartitionSession, report: ParseReport) -> None:
-    """Count a page's ParseReport; the page stops holding its depth unfinished.
-
-    A report that arrives before its page's outcome (the lease is still open) leaves an ``early``
-    mark, so the outcome does not wait for it; a repeated report changes nothing but the counters.
-    """
-    crawl_id = report.crawl_id
-    session.count(crawl_id, "reports_admitted")
-    session.count(crawl_id, "discovered_messages_announced", report.discovered_messages)
-    _announce_links(session, report)
-    reports = session.table(REPORTS)
-    lease_key = report.lease_id.encode()
-    raw = reports.get(lease_key)
-    if raw is not None:
-        wait = ReportWait.decode(raw)
-        if not wait.early:
-            reports.delete(lease_key)
-            session.unfinished(wait.crawl_id, wait.depth, -1)
-        return
-    open_lease = session.table(LEASES).get(lease_key)
-    if open_lease is not None:
-        lease = LeaseRecord.decode(open_lease)
-        reports.put(lease_key, ReportWait(lease.crawl_id, lease.depth, early=True).encode())
-
-
-def _announce_links(session: PartitionSession, report: ParseReport) -> None:
-    """Finite budget: the report's messages count as announced one depth below its page."""
-    crawl = session.crawl_state(report.crawl_id)
-    if crawl is None or crawl.request.max_links == -1 or report.discovered_messages == 0:
-        return
-    canonical = canonical_url(report.page_url)
-    page = (
-        None if canonical is None else session.visited(crawl.crawl_id, url_fingerprint(canonical))
-    )
-    if page is not None:
-        name = depth_counter("announced", page.depth + 1)
-        session.count(crawl.crawl_id, name, report.discovered_messages)
-
-
-def record_score(session: PartitionSession, score: PageScore) -> None:
-    """Keep a page's latest PageRank for the ``pagerank`` strategy (used when it is queued)."""
-    canonical = canonical_url(score.url)
-    if canonical is not None:
-        session.table(SCORES).put(url_fingerprint(canonical), dump({"pagerank": score.pagerank}))
 
 
 def _pagerank(session: PartitionSession, crawl: CrawlState, fingerprint: bytes) -> float | None:
