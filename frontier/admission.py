@@ -1,4 +1,4 @@
-"""Admission: DiscoveredUrls into host queues, ParseReports counted (DESIGN.md section 3, step 2).
+"""Admission: DiscoveredUrls into host queues (DESIGN.md section 3, step 2).
 
 For each URL of a DiscoveredUrls message: canonicalise, fingerprint, look up the crawl's visited
 set, then `frontier.scope.decide` in seed 000's order (duplicate, domain, include, exclude, depth,
@@ -19,8 +19,9 @@ here, as if appended to the FIFO when they arrived.
 
 A message whose crawl is not in the directory yet waits in `pending` (never dropped) and is admitted
 by the tick once the crawl appears. Every admitted message counts ``discovered_messages_admitted``;
-the ParseReport of a page counts ``reports_admitted`` and adds its ``discovered_messages`` to
-``discovered_messages_announced``, which together tell when a crawl is done (`frontier.progress`).
+the ParseReport of a page (`frontier.reports`) counts ``reports_admitted`` and adds its
+``discovered_messages`` to ``discovered_messages_announced``, which together tell when a crawl is
+done (`frontier.progress`).
 """
 
 from __future__ import annotations
@@ -31,41 +32,40 @@ import struct
 from frontier import crawlstate
 from frontier.budget import depth_counter
 from frontier.priority import PrioritySignals, encode_priority, queue_key
-from frontier.queues import QueuedUrl, encode_new_entry, enqueue, host_prefix, new_entry_head
+from frontier.queues import QueuedUrl, encode_new_entries, enqueue, host_prefix, new_entry_head
 from frontier.records import (
     HOST_PAGES,
-    LEASES,
     PENDING,
     QUEUE,
-    REPORTS,
     SCORES,
     VISITED,
-    LeaseRecord,
-    ReportWait,
     VisitedRecord,
-    dump,
-    encode_queued,
     host_pages_key,
     peek_depth,
     pending_key,
+    queued_head,
     read_u64,
     u64,
     visited_prefix,
 )
 from frontier.scope import HostScope, ScopeRules, decide_new, host_scope
 from frontier.session import PartitionSession
+from frontier.traps import check_traps
 from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState
-from schemas.scores import PageScore
 from schemas.serde import encode
-from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
+from schemas.urls import DiscoveredUrl, DiscoveredUrls
 
 _ORDINAL = struct.Struct(">QHI")
-_ORDINAL_SEQUENCE = struct.Struct(">QHIQ")
-"""The BFS ordinal (source rank, part, position) and the queue's arrival sequence, packed once."""
+_RANK_PART = struct.Struct(">QH")
+_INDEX_SEQUENCE = struct.Struct(">IQ")
+"""The BFS ordinal (source rank, part, position) and the queue's arrival sequence: the first two
+packed once per message, the others per URL."""
 FINGERPRINT_BYTES = 16
 _MAX_U16 = 2**16 - 1
 _MAX_U32 = 2**32 - 1
+_NO_HINT = DiscoveredUrl(url="")
+"""A URL without a sitemap priority: what most URLs' priority bytes are made for."""
 
 
 def receive_discovered(session: PartitionSession, message: DiscoveredUrls) -> None:
@@ -111,13 +111,56 @@ def _admit_urls(
     rules, the entry's and key's fixed parts) is worked out once. Three passes: canonical forms
     and visited keys; the keys the Bloom filter cannot rule out read in one multi-get; then each
     URL in order, a key queued or found earlier in the message counting as the duplicate it is."""
-    crawl_id = crawl.crawl_id
     host = message.host
     depth = message.depth
     counts: dict[str, int] = {"discovered": len(message.urls)}
+    prefix = visited_prefix(crawl.crawl_id)
+    candidates = _candidates(crawl, message, prefix, counts)
+    if not candidates:
+        return counts
+    keys = [key for _, _, _, key in candidates]
+    digests: list[int] = []
+    absent = session.memory.seen.absent(keys, digests)
+    maybe = [key for key, unseen in zip(keys, absent, strict=True) if not unseen]
+    stored = dict(zip(maybe, session.table(VISITED).get_many(maybe), strict=True)) if maybe else {}
+    intake = _Intake(session, crawl, message)
+    admit = intake.admit
+    handled: set[bytes] = set()
+    duplicates = 0
+    for (index, item, canonical, key), digest in zip(candidates, digests, strict=True):
+        if key in handled:
+            duplicates += 1
+            continue
+        raw = stored.get(key) if stored else None
+        if raw is None:
+            refused = admit(index, item, canonical, key, digest)
+            if refused:  # the same URL again is decided again
+                counts[refused] = counts.get(refused, 0) + 1
+                continue
+        else:
+            if depth < peek_depth(raw):
+                fingerprint = key[len(prefix) :]
+                ordinal = _ORDINAL.pack(intake.rank, intake.part, min(index, _MAX_U32))
+                visited = VisitedRecord.decode(raw)
+                _maybe_lower_depth(session, crawl, visited, fingerprint, host, depth, ordinal)
+            duplicates += 1
+        handled.add(key)
+    if duplicates:
+        counts["duplicate"] = duplicates
+    queued = intake.finish()
+    if queued:
+        counts[QUEUED] = queued
+    return counts
+
+
+def _candidates(
+    crawl: CrawlState, message: DiscoveredUrls, prefix: bytes, counts: dict[str, int]
+) -> list[tuple[int, DiscoveredUrl, str, bytes]]:
+    """(position, URL, canonical form, visited key) of each URL this partition may admit; the
+    others counted as invalid, misrouted or cancelled."""
+    host = message.host
     routed = (f"https://{host}/", f"http://{host}/")  # a canonical URL's path starts with "/"
     cancelled = crawl.status == "cancelled"
-    prefix = visited_prefix(crawl_id)
     candidates: list[tuple[int, DiscoveredUrl, str, bytes]] = []
     for index, item in enumerate(message.urls):
         canonical = canonical_url(item.url)
@@ -131,39 +174,16 @@ def _admit_urls(
             candidates.append((index, item, canonical, prefix + url_fingerprint(canonical)))
             continue
         counts[outcome] = counts.get(outcome, 0) + 1
-    if not candidates:
-        return counts
-    keys = [key for _, _, _, key in candidates]
-    absent = session.memory.seen.absent(keys)
-    maybe = [key for key, unseen in zip(keys, absent, strict=True) if not unseen]
-    stored = dict(zip(maybe, session.table(VISITED).get_many(maybe), strict=True))
-    intake = _Intake(session, crawl, message)
-    handled: set[bytes] = set()
-    for index, item, canonical, key in candidates:
-        if key in handled:
-            outcome = "duplicate"
-        else:
-            raw = stored.get(key)
-            if raw is not None:
-                if depth < peek_depth(raw):
-                    fingerprint = key[len(prefix) :]
-                    ordinal = _ORDINAL.pack(intake.rank, intake.part, min(index, _MAX_U32))
-                    visited = VisitedRecord.decode(raw)
-                    _maybe_lower_depth(session, crawl, visited, fingerprint, host, depth, ordinal)
-                outcome = "duplicate"
-            else:
-                outcome = intake.admit(index, item, canonical, key)
-                if outcome != QUEUED:  # refused: the same URL again is decided again
-                    counts[outcome] = counts.get(outcome, 0) + 1
-                    continue
-            handled.add(key)
-        counts[outcome] = counts.get(outcome, 0) + 1
-    intake.finish()
-    return counts
+    return candidates
 
 
 class _Intake:
-    """Scope and queueing of a message's URLs not visited before, their shared parts made once."""
+    """Scope and queueing of a message's URLs not visited before, their shared parts made once.
+
+    The queue entries and visited records of the URLs queued are collected and written in
+    :meth:`finish`, one bulk write per table (nothing reads them before: a URL found twice in the
+    message is the caller's ``handled``), and so are their Bloom bits, from the hashes the visited
+    lookup computed."""
 
     def __init__(
         self, session: PartitionSession, crawl: CrawlState, message: DiscoveredUrls
@@ -174,49 +194,105 @@ class _Intake:
         self.rules = session.services.scope_rules(crawl)
         self.rank = source_rank(session, crawl.crawl_id, message.source_url)
         self.part = min(message.part, _MAX_U16)
-        self.queue = session.table(QUEUE)
         self.queue_prefix = host_prefix(message.host)
+        self.rank_part = _RANK_PART.pack(self.rank, self.part)
         self.entry_head = new_entry_head(crawl.crawl_id, message.depth, message.redirect_hops)
-        self.queued = 0
+        self.visited_head = queued_head(message.depth)
+        # A canonical URL of the message's host has its path's "/" right after the host.
+        self.path_starts = (len(f"http://{message.host}"), len(f"https://{message.host}"))
         self._scope: HostScope | None = None
+        self._traps_only = False
+        self._plain_head: bytes | None = None
         self._host_pages: int | None = None
         self._priorities: dict[float | None, bytes] = {}
+        self._queue_keys: list[bytes] = []
+        self._urls: list[str] = []
+        self._visited_keys: list[bytes] = []
+        self._digests: list[int] = []
 
-    def admit(self, index: int, item: DiscoveredUrl, canonical: str, key: bytes) -> str:
-        """Queue a URL not in the visited set, or say why not: :data:`QUEUED` or the counter."""
-        session, crawl, rules, message = self.session, self.crawl, self.rules, self.message
+    def admit(
+        self, index: int, item: DiscoveredUrl, canonical: str, key: bytes, digest: int
+    ) -> str:
+        """Queue a URL not in the visited set, or say why not: :data:`QUEUED` or the counter.
+
+        ``digest`` is the key's Bloom hash (`frontier.bloom.BloomFilter.absent`). Until the first
+        URL has opened the host's scope, and whenever a rule but the traps can refuse, the URL
+        goes through every rule (:meth:`_refusal`); otherwise through the traps alone."""
+        if self._traps_only:
+            path_start = self.path_starts[canonical[4] == "s"]  # http:// or https://
+            trap = check_traps(canonical, self.rules.trap_limits, path_start)
+            if trap is not None:
+                return "rejected_" + trap
+        else:
+            reason = self._refusal(canonical)
+            if reason is not None:
+                return reason
+        plain = self._plain_head
+        head = plain if plain is not None and item.priority is None else self._head(item, key)
+        # index < 2**32: a message (at most 4 MiB) holds far fewer URLs.
+        self._queue_keys.append(head + _INDEX_SEQUENCE.pack(index, self.session.next_sequence()))
+        self._urls.append(canonical)
+        self._visited_keys.append(key)
+        self._digests.append(digest)
+        return QUEUED
+
+    def _refusal(self, canonical: str) -> str | None:
+        """Every rule of `frontier.scope.decide_new`: None, or the counter of the first broken."""
+        session, rules = self.session, self.rules
         scope = self._scope
         if scope is None:  # at the first URL not visited, as it may open the budget account
-            account = session.account(crawl)
-            budget_left = account is None or account.available > 0 or not account.exhausted
-            scope = self._scope = host_scope(rules, message.host, message.depth, budget_left)
+            scope = self._open_scope()
         pages = self._host_pages
         if pages is None and rules.max_pages_per_host != -1:
-            pages = self._host_pages = _host_pages(session, rules, message.host, crawl.crawl_id)
+            pages = self._host_pages = _host_pages(
+                session, rules, self.message.host, self.crawl.crawl_id
+            )
         reason = decide_new(rules, scope, canonical, pages or 0)
         if reason is not None:
             return f"rejected_{reason}"
-        sequence = session.next_sequence()
-        queue_key = (
-            self.queue_prefix
-            + self._priority(item, key)
-            + _ORDINAL_SEQUENCE.pack(self.rank, self.part, min(index, _MAX_U32), sequence)
-        )
-        self.queue.put(queue_key, encode_new_entry(self.entry_head, canonical))
-        session.put_visited_raw(key, encode_queued(message.depth, queue_key))
-        self.queued += 1
         if pages is not None:
             self._host_pages = pages + 1
-        return QUEUED
+        return None
 
-    def finish(self) -> None:
-        """The host's queue grew, and its page count when counted: one change each per message."""
-        if not self.queued:
-            return
-        self.session.queued(self.message.host, self.queued)
+    def _head(self, item: DiscoveredUrl, key: bytes) -> bytes:
+        """The queue key up to the URL's position: host, priority bytes, source rank and part."""
+        return self.queue_prefix + self._priority(item, key) + self.rank_part
+
+    def _open_scope(self) -> HostScope:
+        """The host's scope, and which shortcuts it allows, worked out at the first new URL."""
+        session, crawl, rules, message = self.session, self.crawl, self.rules, self.message
+        account = session.account(crawl)
+        budget_left = account is None or account.available > 0 or not account.exhausted
+        scope = self._scope = host_scope(rules, message.host, message.depth, budget_left)
+        self._traps_only = (
+            scope.in_domain
+            and scope.depth_ok
+            and scope.budget_left
+            and scope.score_ok
+            and rules.include is None
+            and rules.exclude is None
+            and rules.max_pages_per_host == -1
+        )
+        if crawl.request.priority != "pagerank":  # the priority of a URL without a hint
+            self._plain_head = self._head(_NO_HINT, b"")
+        return scope
+
+    def finish(self) -> int:
+        """The URLs queued written, the host's queue grown and its page count when counted: one
+        change each per message. Returns how many were queued."""
+        queue_keys = self._queue_keys
+        if not queue_keys:
+            return 0
+        session = self.session
+        session.put_many(QUEUE, queue_keys, encode_new_entries(self.entry_head, self._urls))
+        visited_head = self.visited_head
+        records = [visited_head + queue_key for queue_key in queue_keys]
+        session.put_new_visited(self._visited_keys, records, self._digests)
+        session.queued(self.message.host, len(queue_keys))
         if self._host_pages is not None:
             key = host_pages_key(self.message.host, self.crawl.crawl_id)
-            self.session.table(HOST_PAGES).put(key, u64(self._host_pages))
+            session.table(HOST_PAGES).put(key, u64(self._host_pages))
+        return len(queue_keys)
 
     def _priority(self, item: DiscoveredUrl, key: bytes) -> bytes:
         """The strategy's priority bytes: one per message but for sitemap hints and, under
@@ -322,52 +398,6 @@ def _maybe_lower_depth(
     session.put_visited(crawl.crawl_id, fingerprint, visited)
     session.count(crawl.crawl_id, "lower_depth")
     session.wake(host)
-
-
-def admit_report(session: PartitionSession, report: ParseReport) -> None:
-    """Count a page's ParseReport; the page stops holding its depth unfinished.
-
-    A report that arrives before its page's outcome (the lease is still open) leaves an ``early``
-    mark, so the outcome does not wait for it; a repeated report changes nothing but the counters.
-    """
-    crawl_id = report.crawl_id
-    session.count(crawl_id, "reports_admitted")
-    session.count(crawl_id, "discovered_messages_announced", report.discovered_messages)
-    _announce_links(session, report)
-    reports = session.table(REPORTS)
-    lease_key = report.lease_id.encode()
-    raw = reports.get(lease_key)
-    if raw is not None:
-        wait = ReportWait.decode(raw)
-        if not wait.early:
-            reports.delete(lease_key)
-            session.unfinished(wait.crawl_id, wait.depth, -1)
-        return
-    open_lease = session.table(LEASES).get(lease_key)
-    if open_lease is not None:
-        lease = LeaseRecord.decode(open_lease)
-        reports.put(lease_key, ReportWait(lease.crawl_id, lease.depth, early=True).encode())
-
-
-def _announce_links(session: PartitionSession, report: ParseReport) -> None:
-    """Finite budget: the report's messages count as announced one depth below its page."""
-    crawl = session.crawl_state(report.crawl_id)
-    if crawl is None or crawl.request.max_links == -1 or report.discovered_messages == 0:
-        return
-    canonical = canonical_url(report.page_url)
-    page = (
-        None if canonical is None else session.visited(crawl.crawl_id, url_fingerprint(canonical))
-    )
-    if page is not None:
-        name = depth_counter("announced", page.depth + 1)
-        session.count(crawl.crawl_id, name, report.discovered_messages)
-
-
-def record_score(session: PartitionSession, score: PageScore) -> None:
-    """Keep a page's latest PageRank for the ``pagerank`` strategy (used when it is queued)."""
-    canonical = canonical_url(score.url)
-    if canonical is not None:
-        session.table(SCORES).put(url_fingerprint(canonical), dump({"pagerank": score.pagerank}))
 
 
 def _pagerank(session: PartitionSession, crawl: CrawlState, fingerprint: bytes) -> float | None:

@@ -65,15 +65,27 @@ class BloomFilter:
         mask = self._masks[digest >> _MASK_SHIFT]
         return self._array[(digest & _LOW_64) % self.words] & mask == mask
 
-    def absent(self, keys: list[bytes]) -> list[bool]:
-        """``not might_contain(key)`` for each key, in one call (the URLs of a message)."""
+    def absent(self, keys: list[bytes], digests: list[int] | None = None) -> list[bool]:
+        """``not might_contain(key)`` for each key, in one call (the URLs of a message).
+
+        Each key's hash is appended to ``digests`` when given, for :meth:`add_digest`: a key found
+        absent and then added is hashed once, not twice."""
         words, array, masks, hash128 = self.words, self._array, self._masks, mmh3.hash128
         answers = []
         for key in keys:
             digest = hash128(key, 0, True, False)
             mask = masks[digest >> _MASK_SHIFT]
             answers.append(array[(digest & _LOW_64) % words] & mask != mask)
+            if digests is not None:
+                digests.append(digest)
         return answers
+
+    def add_digests(self, digests: list[int]) -> None:
+        """`add` of each key whose hash :meth:`absent` gave in ``digests``."""
+        words, array, masks = self.words, self._array, self._masks
+        for digest in digests:
+            array[(digest & _LOW_64) % words] |= masks[digest >> _MASK_SHIFT]
+        self.count += len(digests)
 
     @property
     def size_bytes(self) -> int:

@@ -5,10 +5,10 @@ DESIGN.md section 3, steps 1-3, 5, 7 and 8. :class:`FrontierHandler` implements 
 
 - `seeds`: crawl requests and commands, on the crawl's owner (`frontier.crawlstate`);
 - `budget`: requests on the owner, grants on the partition they name (`frontier.crawlstate`);
-- `urls`: DiscoveredUrls admitted, or parked until their crawl is known, and ParseReports counted
-  (`frontier.admission`);
+- `urls`: DiscoveredUrls admitted, or parked until their crawl is known (`frontier.admission`),
+  and ParseReports counted (`frontier.reports`);
 - `outcomes`: one terminal outcome per lease (`frontier.outcomes`);
-- `scores`: PageRank kept for the ``pagerank`` strategy.
+- `scores`: PageRank kept for the ``pagerank`` strategy (`frontier.reports`).
 
 Each tick (once per loop cycle per open partition) expires leases, brings due retries and recrawls
 back, admits pending messages whose crawl appeared (`frontier.timers`), releases every ready host
@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from frontier import admission, crawlstate, purge, release, timers
+from frontier import admission, crawlstate, purge, release, reports, timers
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.metrics import CRAWL_COUNTERS, FrontierMetrics, PartitionGauges
 from frontier.outcomes import handle_outcome
@@ -118,7 +118,7 @@ class FrontierHandler(BaseHandler):
             topics.budget: lambda s, r: crawlstate.handle_budget_message(s, r.value),
             topics.urls: self._handle_urls,
             topics.outcomes: lambda s, r: handle_outcome(s, r.value, r),
-            topics.scores: lambda s, r: admission.record_score(s, r.value),
+            topics.scores: lambda s, r: reports.record_score(s, r.value),
         }
 
     # ----- wiring -----------------------------------------------------------------------------
@@ -225,7 +225,7 @@ class FrontierHandler(BaseHandler):
         if isinstance(record.value, DiscoveredUrls):
             admission.receive_discovered(session, record.value)
         else:
-            admission.admit_report(session, record.value)
+            reports.admit_report(session, record.value)
 
     def _purge(self, ctx: Context) -> None:
         """A fresh session: one that cached a crawl record would write it back after its purge."""

@@ -20,7 +20,7 @@ import json
 import struct
 from dataclasses import dataclass
 
-from frontier.fields import ABSENT_FIELD, pack_field, unpack_fields
+from frontier.fields import ABSENT, ABSENT_FIELD, LENGTH, pack_field, unpack_fields
 from streamcrawl.state import Table
 
 SEPARATOR = b"\x00"
@@ -98,6 +98,15 @@ def new_entry_head(crawl_id: str, depth: int, redirect_hops: int) -> bytes:
 def encode_new_entry(head: bytes, url: str) -> bytes:
     """A first-time entry from its message's :func:`new_entry_head`, without a `QueuedUrl`."""
     return head + _field(url.encode()) + _NO_VALIDATORS
+
+
+def encode_new_entries(head: bytes, urls: list[str]) -> list[bytes]:
+    """:func:`encode_new_entry` of each URL of a message, in one pass."""
+    encoded = [url.encode() for url in urls]
+    if encoded and max(map(len, encoded)) >= ABSENT:  # pack_field's check, once for all
+        raise ValueError("a queue entry field is too long")
+    pack = LENGTH.pack
+    return [head + pack(len(url)) + url + _NO_VALIDATORS for url in encoded]
 
 
 def enqueue(table: Table, host: str, priority: bytes, sequence: int, entry: QueuedUrl) -> bytes:

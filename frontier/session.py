@@ -270,6 +270,19 @@ class PartitionSession:
         self.memory.seen.add(key)
         self.table(VISITED).put(key, encoded)
 
+    def put_new_visited(self, keys: list[bytes], records: list[bytes], digests: list[int]) -> None:
+        """`put_visited_raw` of each key not in the visited set before, whose Bloom hashes
+        ``digests`` the lookup that found them absent gave: one bulk write."""
+        self.memory.seen.add_digests(digests)
+        self.put_many(VISITED, keys, records)
+
+    def put_many(self, table: str, keys: list[bytes], values: list[bytes]) -> None:
+        """``table(name).put`` of each key and value in turn, in one `Transaction.put_many`."""
+        transaction = self.ctx.transaction
+        if transaction is None:
+            raise ValueError("this context has no state transaction")
+        transaction.put_many(table, keys, values, self.ctx.source)
+
     def next_sequence(self) -> int:
         """The partition's arrival counter: queue order, delayed keys and lease ranks share it."""
         if self._sequence is None:

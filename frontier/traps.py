@@ -19,7 +19,7 @@ The rules, with :class:`TrapLimits` defaults:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -37,35 +37,52 @@ class TrapLimits:
     max_segment_repeats: int = 3
     max_run_repeats: int = 2
     max_query_params: int = 32
+    repeats_from: int = field(init=False, repr=False, compare=False)
+    """Segments a path needs before it can break a repeat rule (see `check_traps`)."""
 
     def __post_init__(self) -> None:
         if min(self.max_url_length, self.max_path_segments, self.max_query_params) < 1:
             raise ValueError("trap limits on length, segments and parameters must be at least 1")
         if self.max_segment_repeats < 1 or self.max_run_repeats < 1:
             raise ValueError("repeat limits must be at least 1")
+        # A segment seen more than max_segment_repeats times needs more segments than that, and
+        # a run of two or more repeated more than max_run_repeats times twice as many.
+        floor = min(self.max_segment_repeats, 2 * self.max_run_repeats + 1)
+        object.__setattr__(self, "repeats_from", floor)
 
 
 DEFAULT_TRAP_LIMITS = TrapLimits()
 
 
-def check_traps(canonical_url: str, limits: TrapLimits = DEFAULT_TRAP_LIMITS) -> TrapReason | None:
-    """The first trap rule ``canonical_url`` breaks, in the module docstring's order, or None."""
+def check_traps(
+    canonical_url: str, limits: TrapLimits = DEFAULT_TRAP_LIMITS, path_start: int = -1
+) -> TrapReason | None:
+    """The first trap rule ``canonical_url`` breaks, in the module docstring's order, or None.
+
+    ``path_start``, when the caller knows it, is the index of the path's first "/" in a canonical
+    URL (admission does: every URL of a message starts with ``scheme://host/``), which spares the
+    search for it."""
     if len(canonical_url) > limits.max_url_length:
         return "trap_url_length"
-    path, query = path_and_query(canonical_url)
+    if path_start < 0:
+        path, query = path_and_query(canonical_url)
+    else:
+        mark = canonical_url.find("?", path_start)
+        path = canonical_url[path_start:] if mark < 0 else canonical_url[path_start:mark]
+        query = "" if mark < 0 else canonical_url[mark + 1 :]
     # len(path_segments(path)) without the list: a trailing slash ends no segment.
     count = path.count("/") - path.endswith("/")
     if count > limits.max_path_segments:
         return "trap_path_segments"
-    # A segment seen more than max_segment_repeats times needs that many segments and more, and
-    # a run of two or more repeated more than max_run_repeats times twice as many: most URLs are
-    # too short for either, and skip the segment list.
-    if count > min(limits.max_segment_repeats, 2 * limits.max_run_repeats + 1) and (
-        has_repeated_segments(
+    # Most URLs are too short to break a repeat rule, and skip the segment list.
+    if count > limits.repeats_from:
+        # All pieces distinct (the empty ones before and after the slashes included): no segment
+        # repeats, the common case, decided without the segment list.
+        pieces = path.split("/")
+        if len(set(pieces)) != len(pieces) and has_repeated_segments(
             path_segments(path), limits.max_segment_repeats, limits.max_run_repeats
-        )
-    ):
-        return "trap_repeated_segments"
+        ):
+            return "trap_repeated_segments"
     # Each parameter but the first follows an "&": fewer "&" than the limit is within it.
     if query.count("&") >= limits.max_query_params and (
         query_param_count(query) > limits.max_query_params

@@ -27,8 +27,16 @@ time, so the generator's memory stays flat. Message m holds ``--urls-per-message
    URL (fingerprint -> canonical URL) into a fresh `PartitionStore` with the same options, one
    ``store.write`` per as many URLs as a frontier cycle carries.
 
+The collector. A service runs with `streamcrawl.heap.settle_heap` applied once it has started
+(`streamcrawl.service.run_service`: what is alive then frozen, collections in larger batches), so
+the frontier runs under it here too (``--default-gc``: under the interpreter's defaults instead).
+The baseline runs as it always has, under the interpreter's defaults, and then once more under the
+service's settings (``bare, service collector``), so that the ratio is also given against a
+baseline that the same settings speed up, the stricter comparison.
+
 Rates are URLs per CPU second of the process (all threads, so RocksDB's flushes and compactions
-count), input generation left out, i.e. per core; wall rates too. Target: frontier / bare >= 0.5.
+count), input generation left out, i.e. per core; wall rates too. Target: frontier / bare >= 0.5
+(against both baselines).
 Memory: current RSS (``/proc/self/statm``) and peak RSS (``ru_maxrss``) after a tenth of the URLs
 (0.5 M by default) and after all (5 M), target RSS(5 M) <= 1.5 x RSS(0.5 M), beside the deep size of
 the handler's structures (`HostHeap`, all of `PartitionMemory`) and RocksDB's own estimates. Not a
@@ -46,6 +54,8 @@ due, per tick (the cost every loop cycle pays); main-thread CPU, after RocksDB's
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import os
 import random
@@ -53,7 +63,7 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -71,6 +81,7 @@ from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState, StoredCrawlRequest
 from streamcrawl.clock import FakeClock
 from streamcrawl.handler import Context, Record
+from streamcrawl.heap import GC_THRESHOLDS, settle_heap
 from streamcrawl.recovery import source_header
 from streamcrawl.settings import LoopSettings, StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Transaction
@@ -562,8 +573,24 @@ def run_release(root: Path) -> str:
 # ----- the bare baseline ----------------------------------------------------------------------
 
 
-def run_bare(shape: Shape, root: Path) -> BareRun:
-    store = PartitionStore(root / "bare", ("visited",), StoreOptions(StateSettings()))
+@contextlib.contextmanager
+def service_heap(enabled: bool = True) -> Iterator[None]:
+    """The services' collector settings (`streamcrawl.heap.settle_heap`) for the block, when
+    ``enabled``; the interpreter's defaults again after it."""
+    if not enabled:
+        yield
+        return
+    thresholds = gc.get_threshold()
+    settle_heap()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+
+
+def run_bare(shape: Shape, root: Path, name: str = "bare") -> BareRun:
+    store = PartitionStore(root / name, ("visited",), StoreOptions(StateSettings()))
     meter = Meter()
     done = 0
     for cycle in range(shape.cycles):
@@ -578,7 +605,7 @@ def run_bare(shape: Shape, root: Path) -> BareRun:
         store.write(changes, "bench.changelog", None)
         meter.section("store.write", began)
         done += len(urls)
-        progress(done, shape.urls, "bare")
+        progress(done, shape.urls, name)
     cpu, wall = meter.totals()
     store.close()
     return BareRun(cpu, wall, meter.sections)
@@ -610,18 +637,30 @@ def rate(count: int, seconds: float) -> str:
     return f"{count / seconds:,.0f}" if seconds > 0 else "-"
 
 
-def report(shape: Shape, frontier: FrontierRun, bare: BareRun) -> None:
+def report(
+    shape: Shape, frontier: FrontierRun, bare: BareRun, bare_service: BareRun | None, gc_note: str
+) -> None:
     print(
         f"frontier admission: {shape.urls:,} URLs over {shape.hosts:,} hosts, "
         f"{shape.per_message} URLs per DiscoveredUrls, {shape.batch_messages} messages "
         f"({shape.batch_messages * shape.per_message:,} URLs) per cycle and per bare WriteBatch"
     )
+    print(f"frontier collector: {gc_note}")
     print(f"\n{'':34}{'CPU s':>8}{'wall s':>8}{'URLs/CPU s':>12}{'URLs/wall s':>13}{'ratio':>7}")
     bare_rate = shape.urls / bare.cpu
-    for name, run in (("bare: canonical + fp + put", bare), ("frontier: handle + write", frontier)):
+    rows: list[tuple[str, FrontierRun | BareRun]] = [("bare: canonical + fp + put", bare)]
+    if bare_service is not None:
+        rows.append(("bare, service collector", bare_service))
+    rows.append(("frontier: handle + write", frontier))
+    for name, run in rows:
         print(
             f"{name:34}{run.cpu:8.1f}{run.wall:8.1f}{rate(shape.urls, run.cpu):>12}"
             f"{rate(shape.urls, run.wall):>13}{shape.urls / run.cpu / bare_rate:7.2f}"
+        )
+    if bare_service is not None:
+        print(
+            f"frontier / bare under the service collector:"
+            f" {bare_service.cpu / frontier.cpu:.2f} (ratio of URLs per CPU second)"
         )
     dup = frontier.duplicates
     print(
@@ -631,7 +670,7 @@ def report(shape: Shape, frontier: FrontierRun, bare: BareRun) -> None:
     )
     print(f"target: frontier / bare >= {TARGET_RATIO} in URLs per CPU second (per core)")
     print(f"(duplicates: the first {dup.urls:,} URLs sent again, each already visited)")
-    for name, run in (("bare", bare), ("frontier", frontier)):
+    for name, run in rows:
         print(f"\n{name}: where the CPU went (sections on the main thread)")
         for section, seconds in run.sections.items():
             print(f"  {section:32}{seconds:8.1f} s{100 * seconds / run.cpu:5.0f} %")
@@ -690,15 +729,30 @@ def main() -> int:
     parser.add_argument(
         "--release", action="store_true", help="also time the release path on its own"
     )
+    parser.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="run the frontier under the interpreter's collector defaults, not the services'",
+    )
     args = parser.parse_args()
     shape = Shape(args.urls, args.hosts, args.urls_per_message, args.batch_messages)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(dir=args.state_dir) as tmp:
-        frontier = run_frontier(shape, Path(tmp), args.recheck)
+        with service_heap(not args.default_gc):
+            frontier = run_frontier(shape, Path(tmp), args.recheck)
         check_admissions(shape, frontier.counters)
         bare = run_bare(shape, Path(tmp))
+        bare_service = None
+        if not args.default_gc:
+            with service_heap():
+                bare_service = run_bare(shape, Path(tmp), "bare-service")
         released = run_release(Path(tmp)) if args.release else None
-    report(shape, frontier, bare)
+    gc_note = (
+        "the interpreter's defaults"
+        if args.default_gc
+        else f"the services' (streamcrawl.heap.settle_heap: frozen, thresholds {GC_THRESHOLDS})"
+    )
+    report(shape, frontier, bare, bare_service, gc_note)
     if released is not None:
         print(released)
     print(

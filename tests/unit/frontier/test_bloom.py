@@ -18,6 +18,20 @@ def test_every_added_key_is_found_and_unseen_keys_mostly_are_not() -> None:
     assert false_positives / len(unseen) < 0.02  # 1 % designed, with room for chance
 
 
+def test_adding_by_the_digest_absent_gave_sets_the_same_bits_as_adding_the_key() -> None:
+    by_key, by_digest = BloomFilter.for_capacity(5_000, 0.01), BloomFilter.for_capacity(5_000, 0.01)
+    keys = [f"crawl\x00url-{n}".encode() for n in range(5_000)]
+    digests: list[int] = []
+    assert by_digest.absent(keys, digests) == [True] * len(keys)  # nothing added yet
+    assert len(digests) == len(keys)
+    for key in keys:
+        by_key.add(key)
+    by_digest.add_digests(digests)
+    assert by_digest._array == by_key._array
+    assert by_digest.count == by_key.count == len(keys)
+    assert by_digest.absent(keys) == [False] * len(keys)
+
+
 def test_size_is_fixed_by_configuration_not_by_what_is_added() -> None:
     bloom = BloomFilter.for_capacity(1_000_000, 0.01)
     size = bloom.size_bytes

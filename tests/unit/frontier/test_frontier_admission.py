@@ -6,6 +6,8 @@ from pathlib import Path
 
 from frontier.queues import QueuedUrl
 from frontier.records import PENDING, QUEUE
+from frontier.traps import check_traps
+from schemas.canonical import canonical_url
 from schemas.seeds import CrawlRequest
 from schemas.urls import DiscoveredUrl, DiscoveredUrls
 from tests.unit.frontier.simulation import Simulation
@@ -134,6 +136,43 @@ def test_scope_rejections_are_counted_by_reason(tmp_path: Path) -> None:
     assert {name: sim.total("scope", name) for name in expected} == expected
     assert set(queued(sim)) == {f"{A}/docs/", f"{A}/docs/ok"}
     sim.close()
+
+
+def test_a_host_only_traps_can_refuse_gets_the_same_answers_as_the_full_rules(
+    tmp_path: Path,
+) -> None:
+    """No include, exclude, depth, score or per-host limit: admission checks the traps alone,
+    from where the path starts (after ``http://host`` or ``https://host``): the answers of
+    `check_traps` on the whole URL."""
+    sim = Simulation(tmp_path, site={})
+    request = CrawlRequest(crawl_id="traps", seeds=[f"{A}/"], max_depth=-1, same_domain="any")
+    started(sim, request, paused=True)
+    params = "&".join(f"p{n}=1" for n in range(40))
+    urls = [
+        f"{A}/a/b/c/d/e",
+        "http://a.example/x/y/x/y/x/y",  # http: the path starts one character earlier
+        f"{A}/x/y/x/y/x/y",
+        f"{A}/s/s/s/s/s",
+        f"{A}/q/r/s/t/?next=/a/a/a/a/a",  # the query's slashes are not segments
+        f"{A}/many?{params}",
+        f"{A}/" + "/".join(f"d{n}" for n in range(40)),
+        f"{A}/" + "l" * 3000,
+        f"{A}/a/b/c/d/e",  # again, in the same message: a duplicate
+        f"{A}/t/",
+    ]
+    send(sim, "traps", "a.example", 1, urls)
+    sim.run()
+    expected = {
+        "rejected_trap_repeated_segments": 3,
+        "rejected_trap_query_params": 1,
+        "rejected_trap_path_segments": 1,
+        "rejected_trap_url_length": 1,
+        "duplicate": 1,
+        "admitted": 3 + 1,  # the seed and three
+    }
+    assert {name: sim.total("traps", name) for name in expected} == expected
+    admitted = {url for url in urls if check_traps(canonical_url(url) or "") is None}
+    assert set(queued(sim)) == {f"{A}/", *(canonical_url(url) for url in admitted)}
 
 
 def test_max_pages_per_host_rejects_beyond_the_cap(tmp_path: Path) -> None:

@@ -2,10 +2,13 @@
 
 from pathlib import Path
 
+import pytest
+
 from frontier.queues import (
     HostHeap,
     QueuedUrl,
     count_by_host,
+    encode_new_entries,
     encode_new_entry,
     enqueue,
     head,
@@ -65,3 +68,16 @@ def test_a_first_time_entry_is_the_queued_url_encoded() -> None:
         raw = encode_new_entry(new_entry_head(crawl_id, depth, hops), url)
         assert raw == QueuedUrl(crawl_id, url, depth, redirect_hops=hops).encode()
         assert QueuedUrl.decode(raw) == QueuedUrl(crawl_id, url, depth, redirect_hops=hops)
+
+
+def test_a_message_s_entries_encoded_at_once_are_each_one_encoded_alone() -> None:
+    head = new_entry_head("crawl", 2, 1)
+    urls = ["https://a.example/x", "http://b/%C3%A9", "https://a.example/" + "p" * 500]
+    assert encode_new_entries(head, urls) == [encode_new_entry(head, url) for url in urls]
+    assert encode_new_entries(head, []) == []
+
+
+def test_an_entry_too_long_for_its_length_field_is_refused() -> None:
+    head = new_entry_head("crawl", 0, 0)
+    with pytest.raises(ValueError):
+        encode_new_entries(head, ["https://a.example/", "https://a.example/" + "x" * 70_000])

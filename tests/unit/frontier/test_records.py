@@ -38,6 +38,24 @@ def test_the_admission_shortcut_writes_the_same_bytes(depth: int, key: bytes) ->
     assert encode_queued(depth, key) == record.encode()
 
 
+def test_a_queued_record_takes_the_short_form_and_others_the_long_one() -> None:
+    key = bytes.fromhex("68302e6578616d706c6500") + bytes(30)
+    short = VisitedRecord(3, "queued", queue_key=key.hex()).encode()
+    assert short[:1] == b"\x02" and len(short) == 5 + len(key)
+    leased = VisitedRecord(3, "leased", queue_key=key.hex(), lease_id="l", attempts=1, rank=9)
+    assert leased.encode()[:1] == b"\x01"
+    assert VisitedRecord(3, "queued", queue_key=key.hex(), rank=9).encode()[:1] == b"\x01"
+
+
+def test_a_version_1_queued_record_still_decodes() -> None:
+    """What admission wrote before the short form: version 1, queued, the key, no strings."""
+    key = bytes(range(40))
+    head = bytes([1]) + (7).to_bytes(4, "big") + bytes([0, 0]) + bytes(2) + bytes(8)
+    raw = head + len(key).to_bytes(2, "big") + key + b"\xff\xff" * 4
+    assert VisitedRecord.decode(raw) == VisitedRecord(7, "queued", queue_key=key.hex())
+    assert peek_depth(raw) == 7
+
+
 def test_a_json_record_of_an_earlier_version_still_decodes() -> None:
     raw = b'{"depth":2,"state":"leased","queue_key":"00ff","lease_id":"l","rank":5,"charged":true}'
     assert VisitedRecord.decode(raw) == VisitedRecord(

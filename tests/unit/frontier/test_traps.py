@@ -146,3 +146,5 @@ def test_the_shortcuts_for_short_paths_and_queries_change_no_answer(
     path = "/" + "/".join(segments) + ("/" if trailing_slash and segments else "")
     url = BASE + path + ("?" + "&".join(params) if params else "")
     assert check_traps(url, limits) == _check_traps_in_full(url, limits)
+    # Admission passes where the path starts (it knows the host): the same answer.
+    assert check_traps(url, limits, len(BASE)) == _check_traps_in_full(url, limits)
