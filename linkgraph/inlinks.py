@@ -37,18 +37,23 @@ from linkgraph.records import (
     PartitionStats,
     anchor_key,
 )
-from schemas.links_by_target import InLink
+from linkgraph.wire import ReceivedInLink
 from streamcrawl.batch import Batch
 from streamcrawl.handler import Record
 from streamcrawl.state import Transaction
 
 
 class _RunWrites:
-    """One table's writes of a run, in order, with their sources and size changes."""
+    """One table's writes of a run with their sources and size changes: first the entries it
+    creates (`created`, keys none stored before: a new in-link's), then the others in order.
+    A key's creation comes before its every other write in a run (a later in-link of the same
+    edge reads the created record back), so that order leaves each key as in-order writes do."""
 
-    __slots__ = ("entries", "keys", "size", "sources", "values", "written")
+    __slots__ = ("created", "entries", "keys", "size", "sources", "values", "written")
 
     def __init__(self) -> None:
+        self.created: list[tuple[bytes, bytes, str]] = []
+        """Key, value and source of each entry created, appended by `upsert_in_links` itself."""
         self.keys: list[bytes] = []
         self.values: list[bytes | None] = []
         self.sources: list[str] = []
@@ -68,24 +73,34 @@ class _RunWrites:
         if value is not None:
             self.written[key] = value
 
-    def write(self, transaction: Transaction, table: str, stats: PartitionStats) -> None:
-        """Put the run's writes into the cycle's transaction, their size changes into `stats`."""
+    def write(self, transaction: Transaction, table: str, stats: PartitionStats) -> list[bytes]:
+        """Put the run's writes into the cycle's transaction, their size changes into `stats`;
+        returns the keys written."""
+        written: list[bytes] = []
+        if self.created:
+            keys, values, sources = (list(column) for column in zip(*self.created, strict=True))
+            transaction.put_many(table, keys, values, sources)
+            stats.entries[table] += len(keys)
+            stats.size[table] += sum(map(len, keys)) + sum(map(len, values))
+            written = keys
         if self.keys:
             transaction.put_many(table, self.keys, self.values, self.sources)
             stats.entries[table] += self.entries
             stats.size[table] += self.size
+            written.extend(self.keys)
+        return written
 
 
 def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Record]) -> None:
     """Apply a run of in-links of `batch` (see the module docstring): a new in-link inline, one
     whose edge has a reverse record already through `_seen_again`."""
-    transaction, cache, stats = indexes.transaction, indexes.cache, indexes.stats
-    entries = cache.entries
+    transaction, cache = indexes.transaction, indexes.cache
+    entries, targets, targets_changed = cache.entries, cache.targets, cache.targets_changed
     reverse, anchors = _RunWrites(), _RunWrites()
-    written = reverse.written
+    written, created, anchors_created = reverse.written, reverse.created, anchors.created
     epoch, might_hold = cache.epoch, cache.in_links.might_contain  # see `nodecache`
     for record in records:
-        in_link = record.value
+        in_link: ReceivedInLink = record.value
         source = f"{record.topic}:{record.partition}:{record.offset}"  # Batch.source
         try:
             to_url, from_url = in_link.to_url, in_link.from_url
@@ -105,7 +120,7 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
                 if not _seen_again(in_link, key, old, node, reverse, anchors, source):
                     continue
             else:
-                encoded = reverse_value(in_link, in_link.discovered_at)
+                encoded = in_link.record or reverse_value(in_link, in_link.discovered_at)
         except CorruptRecordError as error:
             batch.reject(record, f"corrupt state: {error}")
             continue
@@ -116,9 +131,9 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
         if old is None:
             if in_link.anchor_text and not in_link.gone:
                 anchor = f"{to_url}{SEPARATOR}{in_link.anchor_text}{SEPARATOR}{from_url}"
-                added = anchor.encode()  # anchor_key
-                anchors.add(added, b"", source, 1, len(added))
-            reverse.add(key, encoded, source, 1, len(key) + len(encoded))
+                anchors_created.append((anchor.encode(), b"", source))  # anchor_key
+            created.append((key, encoded, source))
+            written[key] = encoded
             if not node.in_total:
                 node.in_epoch = epoch  # its first in-link: every other one comes after it
             node.in_total += 1
@@ -127,16 +142,18 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
         if node.first_seen_at < 0 or in_link.discovered_at < node.first_seen_at:
             node.first_seen_at = in_link.discovered_at
         if target is not None:
+            if target.source is None:  # its first change this cycle (see `nodecache`)
+                targets_changed.append(target)
+                targets[to_url] = target
             target.source = source
         elif cached is not None:
             cache.changed(cached, source)
-    reverse.write(transaction, REVERSE, stats)
-    cache.in_links_written(reverse.keys)
-    anchors.write(transaction, ANCHORS, stats)
+    cache.in_links_written(reverse.write(transaction, REVERSE, indexes.stats))
+    anchors.write(transaction, ANCHORS, indexes.stats)
 
 
 def _seen_again(
-    in_link: InLink,
+    in_link: ReceivedInLink,
     key: bytes,
     old: bytes,
     node: NodeRecord | NewTarget,
@@ -151,7 +168,10 @@ def _seen_again(
     if previous.last_seen_at > in_link.last_seen_at:
         return False  # a stale copy: the reverse index already reflects a newer fetch
     gone = in_link.gone
-    encoded = reverse_value(in_link, min(in_link.discovered_at, previous.discovered_at))
+    if in_link.record is not None and in_link.discovered_at <= previous.discovered_at:
+        encoded = in_link.record
+    else:
+        encoded = reverse_value(in_link, min(in_link.discovered_at, previous.discovered_at))
     if encoded == old:
         return False
     # Nothing can fail from here on.
@@ -171,7 +191,7 @@ def _seen_again(
     return True
 
 
-def reverse_value(in_link: InLink, discovered_at: int) -> bytes:
+def reverse_value(in_link: ReceivedInLink, discovered_at: int) -> bytes:
     """The reverse record of `in_link`'s edge (`EdgeRecord`'s fields in order), discovered at
     `discovered_at` (the earliest sighting: the in-link's, or the stored record's)."""
     return orjson.dumps(
@@ -191,7 +211,7 @@ def reverse_value(in_link: InLink, discovered_at: int) -> bytes:
 def _uncached_node(
     indexes: PartitionIndexes, url: str, discovered_at: int
 ) -> tuple[NodeRecord | NewTarget, CachedNode | None, NewTarget | None]:
-    """A target's node when it is not a cached one: this cycle's new target, the stored node
+    """A target's node when it is not a cached one: a target kept as counts, the stored node
     (decoded, cached from now on), or a new target first seen at `discovered_at` (no read when
     the cache's filter rules a stored one out)."""
     cache = indexes.cache
@@ -203,5 +223,5 @@ def _uncached_node(
             cached = CachedNode(NodeRecord.decode(raw), raw)
             cache.add(url, cached)
             return cached.node, cached, None
-        target = cache.targets[url] = NewTarget(discovered_at, cache.epoch)
+        target = NewTarget(url, discovered_at, cache.epoch)  # kept once changed
     return target, None, target
