@@ -50,7 +50,14 @@ import orjson
 
 from linkgraph.hosts import host_and_domain, origin_of
 from linkgraph.keyfilter import KeyFilter
-from linkgraph.records import NODES, STATS_KEY, NodeRecord, PartitionStats, new_target_value
+from linkgraph.records import (
+    NODES,
+    STATS_KEY,
+    NodeRecord,
+    PartitionStats,
+    new_target_head,
+    new_target_value,
+)
 from streamcrawl.state import Transaction
 
 MAX_NODES = 32_768
@@ -81,6 +88,8 @@ class NewTarget:
     `source`, the fields are those of its `NodeRecord`."""
 
     url: str
+    key: bytes
+    """`url` encoded: the node's key."""
     first_seen_at: int
     in_epoch: int
     in_live: int = 0
@@ -89,6 +98,8 @@ class NewTarget:
     """The last message that changed it this cycle (its changelog header); None: unchanged."""
     stored: bytes | None = None
     """Its value in the store (or the cycle's transaction); None while it has none."""
+    head: bytes = b""
+    """The start of its value, made at its first write (`records.new_target_head`)."""
 
 
 @dataclass(slots=True)
@@ -234,18 +245,16 @@ class NodeCache:
             url = target.url
             del targets[url]
             targets[url] = target
+            head = target.head
+            if not head:
+                head = target.head = new_target_head(url, origin_fields(origin_of(url)))
             value = new_target_value(
-                url,
-                origin_fields(origin_of(url)),
-                target.first_seen_at,
-                target.in_live,
-                target.in_total,
-                target.in_epoch,
+                head, target.first_seen_at, target.in_live, target.in_total, target.in_epoch
             )
             stored = target.stored
             if value == stored or source is None:  # unchanged (its changes undone)
                 continue
-            key = url.encode()
+            key = target.key
             if stored is None:
                 first.append(key)
                 entries += 1

@@ -16,7 +16,7 @@ from linkgraph.hosts import origin_of
 from linkgraph.keyfilter import KeyFilter
 from linkgraph.nodecache import origin_fields
 from linkgraph.queries import AnchorQuery, NodeQuery
-from linkgraph.records import NODES, REVERSE, STATS_KEY, NodeRecord, PartitionStats
+from linkgraph.records import NODES, REVERSE, STATS_KEY, NodeRecord, PartitionStats, new_target_head
 from linkgraph.records import new_target_value as encoded_target
 from schemas.canonical import host_key, registered_domain
 from schemas.links import LinkEdge, PageLinks
@@ -61,8 +61,8 @@ def test_a_new_targets_template_is_the_records_encoding() -> None:
         host = host_key(origin_of(url) + "/")
         domain = registered_domain(host) if host else ""
         record = NodeRecord(url, host, domain, 7, in_live=2, in_total=3, in_epoch=5)
-        fields = origin_fields(origin_of(url))
-        assert encoded_target(url, fields, 7, 2, 3, 5) == record.encode()
+        head = new_target_head(url, origin_fields(origin_of(url)))
+        assert encoded_target(head, 7, 2, 3, 5) == record.encode()
         assert NodeRecord.decode(record.encode()) == record
 
 
@@ -204,3 +204,17 @@ def test_a_written_target_is_kept_and_counted_on_without_a_read(
     stored = [(k, v) for k, v in graph.scan(0, NODES) if k != STATS_KEY]
     assert stats.entries[NODES] == len(stored)
     assert stats.size[NODES] == sum(len(k) + len(v) for k, v in stored)
+
+
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        ("https://a.example/x/y", "https://a.example"),
+        ("https://a.example", "https://a.example"),
+        ("https://a.example?q=/x", "https://a.example"),
+        ("http://u@127.0.0.1:8080/p?q", "http://u@127.0.0.1:8080"),
+        ("https://h.example/?a://b", "https://h.example"),
+    ],
+)
+def test_a_urls_origin_is_its_scheme_and_authority(url: str, origin: str) -> None:
+    assert origin_of(url) == origin
