@@ -49,11 +49,25 @@ class _RunWrites:
     A key's creation comes before its every other write in a run (a later in-link of the same
     edge reads the created record back), so that order leaves each key as in-order writes do."""
 
-    __slots__ = ("created", "entries", "keys", "size", "sources", "values", "written")
+    __slots__ = (
+        "created",
+        "created_sources",
+        "created_values",
+        "entries",
+        "keys",
+        "size",
+        "sources",
+        "values",
+        "written",
+    )
 
     def __init__(self) -> None:
-        self.created: list[tuple[bytes, bytes, str]] = []
-        """Key, value and source of each entry created, appended by `upsert_in_links` itself."""
+        self.created: list[bytes] = []
+        self.created_values: list[bytes] = []
+        self.created_sources: list[str] = []
+        """Key, value and source of each entry created, appended by `upsert_in_links` itself
+        (three lists rather than a tuple each: no object for the collector per in-link); no
+        values at all: every value is empty (anchor entries)."""
         self.keys: list[bytes] = []
         self.values: list[bytes | None] = []
         self.sources: list[str] = []
@@ -78,11 +92,11 @@ class _RunWrites:
         returns the keys written."""
         written: list[bytes] = []
         if self.created:
-            keys, values, sources = (list(column) for column in zip(*self.created, strict=True))
-            transaction.put_many(table, keys, values, sources)
+            keys, values = self.created, self.created_values or [b""] * len(self.created)
+            transaction.put_many(table, keys, values, self.created_sources)
             stats.entries[table] += len(keys)
             stats.size[table] += sum(map(len, keys)) + sum(map(len, values))
-            written = keys
+            written = list(keys)
         if self.keys:
             transaction.put_many(table, self.keys, self.values, self.sources)
             stats.entries[table] += self.entries
@@ -96,9 +110,16 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
     whose edge has a reverse record already through `_seen_again`."""
     transaction, cache = indexes.transaction, indexes.cache
     entries, targets, targets_changed = cache.entries, cache.targets, cache.targets_changed
-    reverse, anchors = _RunWrites(), _RunWrites()
-    written, created, anchors_created = reverse.written, reverse.created, anchors.created
     epoch, might_hold = cache.epoch, cache.in_links.might_contain  # see `nodecache`
+    reverse, anchors = _RunWrites(), _RunWrites()
+    written, created, created_values, created_sources, anchors_created, anchor_sources = (
+        reverse.written,
+        reverse.created,
+        reverse.created_values,
+        reverse.created_sources,
+        anchors.created,
+        anchors.created_sources,
+    )
     for record in records:
         in_link: ReceivedInLink = record.value
         source = f"{record.topic}:{record.partition}:{record.offset}"  # Batch.source
@@ -113,9 +134,11 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
             )
             # A target with no in-link stored has no reverse record, nor has a target of this
             # epoch one its filter rules out (see `nodecache`): no read.
-            old = None
-            if node.in_total and (node.in_epoch != epoch or key in written or might_hold(key)):
-                old = written.get(key) or transaction.get(REVERSE, key)
+            old = (
+                written.get(key) or transaction.get(REVERSE, key)
+                if node.in_total and (node.in_epoch != epoch or key in written or might_hold(key))
+                else None
+            )
             if old is not None:
                 if not _seen_again(in_link, key, old, node, reverse, anchors, source):
                     continue
@@ -131,14 +154,16 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
         if old is None:
             if in_link.anchor_text and not in_link.gone:
                 anchor = f"{to_url}{SEPARATOR}{in_link.anchor_text}{SEPARATOR}{from_url}"
-                anchors_created.append((anchor.encode(), b"", source))  # anchor_key
-            created.append((key, encoded, source))
+                anchors_created.append(anchor.encode())  # anchor_key, its value empty
+                anchor_sources.append(source)
+            created.append(key)
+            created_values.append(encoded)
+            created_sources.append(source)
             written[key] = encoded
             if not node.in_total:
                 node.in_epoch = epoch  # its first in-link: every other one comes after it
             node.in_total += 1
-            if not in_link.gone:
-                node.in_live += 1
+            node.in_live += 0 if in_link.gone else 1
         if node.first_seen_at < 0 or in_link.discovered_at < node.first_seen_at:
             node.first_seen_at = in_link.discovered_at
         if target is not None:
@@ -148,8 +173,13 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
             target.source = source
         elif cached is not None:
             cache.changed(cached, source)
-    cache.in_links_written(reverse.write(transaction, REVERSE, indexes.stats))
-    anchors.write(transaction, ANCHORS, indexes.stats)
+    _write_run(indexes, reverse, anchors)
+
+
+def _write_run(indexes: PartitionIndexes, reverse: _RunWrites, anchors: _RunWrites) -> None:
+    """A run's writes into the cycle's transaction; its reverse records into the epoch's filter."""
+    indexes.cache.in_links_written(reverse.write(indexes.transaction, REVERSE, indexes.stats))
+    anchors.write(indexes.transaction, ANCHORS, indexes.stats)
 
 
 def _seen_again(

@@ -11,13 +11,14 @@ import orjson
 import pytest
 
 from linkgraph import nodecache
-from linkgraph.handler import LinkGraphHandler, decode_in_link
+from linkgraph.handler import LinkGraphHandler
 from linkgraph.hosts import origin_of
 from linkgraph.keyfilter import KeyFilter
 from linkgraph.nodecache import origin_fields
 from linkgraph.queries import AnchorQuery, NodeQuery
 from linkgraph.records import NODES, REVERSE, STATS_KEY, NodeRecord, PartitionStats, new_target_head
 from linkgraph.records import new_target_value as encoded_target
+from linkgraph.wire import decode_in_link
 from schemas.canonical import host_key, registered_domain
 from schemas.links import LinkEdge, PageLinks
 from streamcrawl.batch import apply_batch
