@@ -8,7 +8,10 @@ the reverse pass is one run). Per in-link, in arrival order:
   stored reverse record (or the run's own write of it) is. An in-link older than the stored one
   (``last_seen_at``) is a stale copy and changes nothing; one that encodes to the stored bytes (a
   replay) neither.
-- The reverse record keeps the earliest ``discovered_at``; the rest follows the in-link.
+- The reverse record keeps the earliest ``discovered_at``; the rest follows the in-link. It is
+  the in-link's value as received from its first edge field on (`wire.ReceivedInLink.record`)
+  when the value has the handler's own layout and that discovery is the earliest; otherwise it is
+  encoded (`reverse_value`).
 - Anchor entries are keys only (``to TAB text TAB from``, see `records`): the previous reverse
   record says which entry to remove, so no count is read or rewritten; queries count them.
 - The target's node counts its in-links (live and stored) and its first sighting; it is changed
@@ -16,8 +19,8 @@ the reverse pass is one run). Per in-link, in arrival order:
 
 An in-link that fails (corrupt stored state, or a bug) is dead-lettered by the kernel with nothing
 of it written. The run's reverse and anchor writes are collected with their sources and put into
-the cycle's transaction at the end of the run in one `Transaction.put_many` per table: the common
-case (a new in-link to a new target) makes no read and few calls beyond encoding its record.
+the cycle's transaction at the end of the run (`_RunWrites`): the common case (a new in-link to a
+new target) makes no read, encodes nothing and makes one call (`_uncached_node`).
 """
 
 from __future__ import annotations
