@@ -256,5 +256,5 @@ def _uncached_node(
             cached = CachedNode(NodeRecord.decode(raw), raw)
             cache.add(url, cached)
             return cached.node, cached, None
-        target = NewTarget(url, key, discovered_at, cache.epoch)  # kept once changed
+        target = NewTarget(url, discovered_at, cache.epoch)  # kept once changed
     return target, None, target

@@ -16,7 +16,7 @@ Most targets are new (a page's content links point at pages nobody linked before
 store has no node for is kept as a `NewTarget`, only the counts in-links change, and encoded at
 `flush` from a template (`records.new_target_value`), with no `NodeRecord` made or serialised; it
 becomes a full cached node only when something else needs it (`get`). Once written it is kept, with
-the value the store has, so a later cycle's in-link to it (a site's navigation, linked by every
+the counts its stored value was made of, so a later cycle's in-link to it (a site's navigation, linked by every
 page) counts on without a read or a decode; at most `MAX_TARGETS` are kept, the oldest forgotten
 first (a later in-link reads such a one back from the store).
 
@@ -62,8 +62,8 @@ from streamcrawl.state import Transaction
 
 MAX_NODES = 32_768
 """Nodes kept per state partition (about 1 KiB of Python objects each)."""
-MAX_TARGETS = 65_536
-"""Written targets kept as counts per state partition (their URL and value, about 0.6 KiB)."""
+MAX_TARGETS = 32_768
+"""Written targets kept as counts per state partition (about 0.75 KiB each, URL and head)."""
 STORED_EXPECTED = 1 << 18
 """Node keys a partition's filter holds at first (512 KiB, 2 bytes a key); it doubles as needed."""
 IN_LINKS_EXPECTED = 1 << 20
@@ -84,22 +84,29 @@ def origin_fields(origin: str) -> bytes:
 
 @dataclass(slots=True)
 class NewTarget:
-    """A target changed by in-links only (see the module docstring); but for `stored` and
-    `source`, the fields are those of its `NodeRecord`."""
+    """A target changed by in-links only (see the module docstring); the fields up to `source`
+    are those of its `NodeRecord`."""
 
     url: str
-    key: bytes
-    """`url` encoded: the node's key."""
     first_seen_at: int
     in_epoch: int
     in_live: int = 0
     in_total: int = 0
     source: str | None = None
     """The last message that changed it this cycle (its changelog header); None: unchanged."""
-    stored: bytes | None = None
-    """Its value in the store (or the cycle's transaction); None while it has none."""
     head: bytes = b""
     """The start of its value, made at its first write (`records.new_target_head`)."""
+    written: tuple[int, int, int, int] | None = None
+    """The counts its stored value (in the store or the cycle's transaction) was made of
+    (`stored`): first seen at, in-links live, stored and epoch; None while it has none. Counts
+    rather than the value: a third of the memory a kept target takes."""
+    written_size: int = 0
+    """The length of that value."""
+
+    def stored(self) -> bytes | None:
+        """Its value in the store (or the cycle's transaction), made again from `written`."""
+        written = self.written
+        return None if written is None else new_target_value(self.head, *written)
 
 
 @dataclass(slots=True)
@@ -166,7 +173,7 @@ class NodeCache:
             node = new_node(url, target.first_seen_at)
             node.in_live, node.in_total = target.in_live, target.in_total
             node.in_epoch = target.in_epoch
-            cached = self.entries[url] = CachedNode(node, target.stored)
+            cached = self.entries[url] = CachedNode(node, target.stored())
             if target.source is not None:
                 self.targets_changed.remove(target)
                 self.changed(cached, target.source)
@@ -245,23 +252,22 @@ class NodeCache:
             url = target.url
             del targets[url]
             targets[url] = target
+            counts = (target.first_seen_at, target.in_live, target.in_total, target.in_epoch)
+            written = target.written
+            if counts == written or source is None:  # unchanged (its changes undone)
+                continue
             head = target.head
             if not head:
                 head = target.head = new_target_head(url, origin_fields(origin_of(url)))
-            value = new_target_value(
-                head, target.first_seen_at, target.in_live, target.in_total, target.in_epoch
-            )
-            stored = target.stored
-            if value == stored or source is None:  # unchanged (its changes undone)
-                continue
-            key = target.key
-            if stored is None:
+            value = new_target_value(head, *counts)
+            key = url.encode()
+            if written is None:
                 first.append(key)
                 entries += 1
                 size += len(key) + len(value)
             else:
-                size += len(value) - len(stored)
-            target.stored = value
+                size += len(value) - target.written_size
+            target.written, target.written_size = counts, len(value)
             keys.append(key)
             values.append(value)
             sources.append(source)
