@@ -15,10 +15,10 @@ kept; beyond that the longest-cached unchanged ones are forgotten at `flush`.
 Most targets are new (a page's content links point at pages nobody linked before): a target the
 store has no node for is kept as a `NewTarget`, only the counts in-links change, and encoded at
 `flush` from a template (`records.new_target_value`), with no `NodeRecord` made or serialised; it
-becomes a full cached node only when something else needs it (`get`). Once written it is kept, with
-the counts its stored value was made of, so a later cycle's in-link to it (a site's navigation, linked by every
-page) counts on without a read or a decode; at most `MAX_TARGETS` are kept, the oldest forgotten
-first (a later in-link reads such a one back from the store).
+becomes a full cached node only when something else needs it (`get`). Once written it is kept,
+with the counts its stored value was made of, so a later cycle's in-link to it (a site's
+navigation, linked by every page) counts on without a read or a decode; at most `MAX_TARGETS` are
+kept, those changed longest ago forgotten first (a later in-link reads such a one back).
 
 Whether the store has a node at all is asked of a Bloom filter of the nodes table's keys first
 (`might_be_stored`, `linkgraph.keyfilter`): a new target is then known new without a RocksDB read,
