@@ -250,10 +250,11 @@ class NodeCache:
         for target in self.targets_changed:
             source, target.source = target.source, None
             url = target.url
-            del targets[url]
-            targets[url] = target
-            counts = (target.first_seen_at, target.in_live, target.in_total, target.in_epoch)
             written = target.written
+            if written is not None:  # a new one went in at the end already
+                del targets[url]
+                targets[url] = target
+            counts = (target.first_seen_at, target.in_live, target.in_total, target.in_epoch)
             if counts == written or source is None:  # unchanged (its changes undone)
                 continue
             head = target.head
