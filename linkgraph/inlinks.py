@@ -130,9 +130,12 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
             to_url, from_url = in_link.to_url, in_link.from_url
             key = f"{to_url}{SEPARATOR}{from_url}".encode()  # edge_key
             cached = entries.get(to_url)
+            target = None if cached is not None else targets.get(to_url)
             node, cached, target = (
                 (cached.node, cached, None)
                 if cached is not None
+                else (target, None, target)
+                if target is not None
                 else _uncached_node(indexes, to_url, in_link.discovered_at)
             )
             # A target with no in-link stored has no reverse record, nor has a target of this
@@ -244,17 +247,15 @@ def reverse_value(in_link: ReceivedInLink, discovered_at: int) -> bytes:
 def _uncached_node(
     indexes: PartitionIndexes, url: str, discovered_at: int
 ) -> tuple[NodeRecord | NewTarget, CachedNode | None, NewTarget | None]:
-    """A target's node when it is not a cached one: a target kept as counts, the stored node
-    (decoded, cached from now on), or a new target first seen at `discovered_at` (no read when
-    the cache's filter rules a stored one out)."""
+    """A target's node when it is neither cached nor kept as counts: the stored node (decoded,
+    cached from now on), or a new target first seen at `discovered_at` (no read when the cache's
+    filter rules a stored one out)."""
     cache = indexes.cache
-    target = cache.targets.get(url)
-    if target is None:
-        key = url.encode()
-        raw = indexes.transaction.get(NODES, key) if cache.stored.might_contain(key) else None
-        if raw is not None:
-            cached = CachedNode(NodeRecord.decode(raw), raw)
-            cache.add(url, cached)
-            return cached.node, cached, None
-        target = NewTarget(url, discovered_at, cache.epoch)  # kept once changed
+    key = url.encode()
+    raw = indexes.transaction.get(NODES, key) if cache.stored.might_contain(key) else None
+    if raw is not None:
+        cached = CachedNode(NodeRecord.decode(raw), raw)
+        cache.add(url, cached)
+        return cached.node, cached, None
+    target = NewTarget(url, discovered_at, cache.epoch)  # kept once changed
     return target, None, target
