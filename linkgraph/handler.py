@@ -37,9 +37,9 @@ from linkgraph.inlinks import upsert_in_links
 from linkgraph.nodecache import NodeCache
 from linkgraph.queries import Query, TableReader, answer
 from linkgraph.records import ANCHORS, FORWARD, NODES, STATS_KEY, TABLES, PartitionStats
+from linkgraph.wire import decode_in_link
 from schemas.canonical import registered_domain
 from schemas.links import PageLinks
-from schemas.links_by_target import InLink
 from schemas.serde import decode
 from streamcrawl.batch import Batch, BatchHandler
 from streamcrawl.handler import Context, Record
@@ -61,11 +61,6 @@ class LinkGraphTopics:
 
 def decode_page_links(raw: bytes | None) -> PageLinks:
     value: PageLinks = decode(PageLinks, raw)
-    return value
-
-
-def decode_in_link(raw: bytes | None) -> InLink:
-    value: InLink = decode(InLink, raw)
     return value
 
 

@@ -9,8 +9,14 @@ from schemas.canonical import host_key, registered_domain
 
 def origin_of(url: str) -> str:
     """``scheme://authority`` of a canonical URL (the part its host key is made of)."""
-    scheme, _, rest = url.partition("://")
-    return f"{scheme}://{rest.split('/', 1)[0].split('?', 1)[0]}"
+    start = url.find("://") + 3
+    if start < 3:
+        return f"{url}://"
+    end = url.find("/", start)
+    if end < 0:
+        end = len(url)
+    query = url.find("?", start, end)
+    return url[: end if query < 0 else query]
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -8,7 +8,10 @@ the reverse pass is one run). Per in-link, in arrival order:
   stored reverse record (or the run's own write of it) is. An in-link older than the stored one
   (``last_seen_at``) is a stale copy and changes nothing; one that encodes to the stored bytes (a
   replay) neither.
-- The reverse record keeps the earliest ``discovered_at``; the rest follows the in-link.
+- The reverse record keeps the earliest ``discovered_at``; the rest follows the in-link. It is
+  the in-link's value as received from its first edge field on (`wire.ReceivedInLink.record`)
+  when the value has the handler's own layout and that discovery is the earliest; otherwise it is
+  encoded (`reverse_value`).
 - Anchor entries are keys only (``to TAB text TAB from``, see `records`): the previous reverse
   record says which entry to remove, so no count is read or rewritten; queries count them.
 - The target's node counts its in-links (live and stored) and its first sighting; it is changed
@@ -16,8 +19,8 @@ the reverse pass is one run). Per in-link, in arrival order:
 
 An in-link that fails (corrupt stored state, or a bug) is dead-lettered by the kernel with nothing
 of it written. The run's reverse and anchor writes are collected with their sources and put into
-the cycle's transaction at the end of the run in one `Transaction.put_many` per table: the common
-case (a new in-link to a new target) makes no read and few calls beyond encoding its record.
+the cycle's transaction at the end of the run (`_RunWrites`): the common case (a new in-link to a
+new target) makes no read, encodes nothing and makes one call (`_uncached_node`).
 """
 
 from __future__ import annotations
@@ -37,18 +40,37 @@ from linkgraph.records import (
     PartitionStats,
     anchor_key,
 )
-from schemas.links_by_target import InLink
+from linkgraph.wire import ReceivedInLink
 from streamcrawl.batch import Batch
 from streamcrawl.handler import Record
 from streamcrawl.state import Transaction
 
 
 class _RunWrites:
-    """One table's writes of a run, in order, with their sources and size changes."""
+    """One table's writes of a run with their sources and size changes: first the entries it
+    creates (`created`, keys none stored before: a new in-link's), then the others in order.
+    A key's creation comes before its every other write in a run (a later in-link of the same
+    edge reads the created record back), so that order leaves each key as in-order writes do."""
 
-    __slots__ = ("entries", "keys", "size", "sources", "values", "written")
+    __slots__ = (
+        "created",
+        "created_sources",
+        "created_values",
+        "entries",
+        "keys",
+        "size",
+        "sources",
+        "values",
+        "written",
+    )
 
     def __init__(self) -> None:
+        self.created: list[bytes] = []
+        self.created_values: list[bytes] = []
+        self.created_sources: list[str] = []
+        """Key, value and source of each entry created, appended by `upsert_in_links` itself
+        (three lists rather than a tuple each: no object for the collector per in-link); no
+        values at all: every value is empty (anchor entries)."""
         self.keys: list[bytes] = []
         self.values: list[bytes | None] = []
         self.sources: list[str] = []
@@ -68,44 +90,66 @@ class _RunWrites:
         if value is not None:
             self.written[key] = value
 
-    def write(self, transaction: Transaction, table: str, stats: PartitionStats) -> None:
-        """Put the run's writes into the cycle's transaction, their size changes into `stats`."""
+    def write(self, transaction: Transaction, table: str, stats: PartitionStats) -> list[bytes]:
+        """Put the run's writes into the cycle's transaction, their size changes into `stats`;
+        returns the keys written."""
+        written: list[bytes] = []
+        if self.created:
+            keys, values = self.created, self.created_values or [b""] * len(self.created)
+            transaction.put_many(table, keys, values, self.created_sources)
+            stats.entries[table] += len(keys)
+            stats.size[table] += sum(map(len, keys)) + sum(map(len, values))
+            written = list(keys)
         if self.keys:
             transaction.put_many(table, self.keys, self.values, self.sources)
             stats.entries[table] += self.entries
             stats.size[table] += self.size
+            written.extend(self.keys)
+        return written
 
 
 def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Record]) -> None:
     """Apply a run of in-links of `batch` (see the module docstring): a new in-link inline, one
     whose edge has a reverse record already through `_seen_again`."""
-    transaction, cache, stats = indexes.transaction, indexes.cache, indexes.stats
-    entries = cache.entries
-    reverse, anchors = _RunWrites(), _RunWrites()
-    written = reverse.written
+    transaction, cache = indexes.transaction, indexes.cache
+    entries, targets, targets_changed = cache.entries, cache.targets, cache.targets_changed
     epoch, might_hold = cache.epoch, cache.in_links.might_contain  # see `nodecache`
+    reverse, anchors = _RunWrites(), _RunWrites()
+    written, created, created_values, created_sources, anchors_created, anchor_sources = (
+        reverse.written,
+        reverse.created,
+        reverse.created_values,
+        reverse.created_sources,
+        anchors.created,
+        anchors.created_sources,
+    )
     for record in records:
-        in_link = record.value
+        in_link: ReceivedInLink = record.value
         source = f"{record.topic}:{record.partition}:{record.offset}"  # Batch.source
         try:
             to_url, from_url = in_link.to_url, in_link.from_url
             key = f"{to_url}{SEPARATOR}{from_url}".encode()  # edge_key
             cached = entries.get(to_url)
+            target = None if cached is not None else targets.get(to_url)
             node, cached, target = (
                 (cached.node, cached, None)
                 if cached is not None
+                else (target, None, target)
+                if target is not None
                 else _uncached_node(indexes, to_url, in_link.discovered_at)
             )
             # A target with no in-link stored has no reverse record, nor has a target of this
             # epoch one its filter rules out (see `nodecache`): no read.
-            old = None
-            if node.in_total and (node.in_epoch != epoch or key in written or might_hold(key)):
-                old = written.get(key) or transaction.get(REVERSE, key)
+            old = (
+                written.get(key) or transaction.get(REVERSE, key)
+                if node.in_total and (node.in_epoch != epoch or key in written or might_hold(key))
+                else None
+            )
             if old is not None:
                 if not _seen_again(in_link, key, old, node, reverse, anchors, source):
                     continue
             else:
-                encoded = reverse_value(in_link, in_link.discovered_at)
+                encoded = in_link.record or reverse_value(in_link, in_link.discovered_at)
         except CorruptRecordError as error:
             batch.reject(record, f"corrupt state: {error}")
             continue
@@ -116,27 +160,36 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
         if old is None:
             if in_link.anchor_text and not in_link.gone:
                 anchor = f"{to_url}{SEPARATOR}{in_link.anchor_text}{SEPARATOR}{from_url}"
-                added = anchor.encode()  # anchor_key
-                anchors.add(added, b"", source, 1, len(added))
-            reverse.add(key, encoded, source, 1, len(key) + len(encoded))
+                anchors_created.append(anchor.encode())  # anchor_key, its value empty
+                anchor_sources.append(source)
+            created.append(key)
+            created_values.append(encoded)
+            created_sources.append(source)
+            written[key] = encoded
             if not node.in_total:
                 node.in_epoch = epoch  # its first in-link: every other one comes after it
             node.in_total += 1
-            if not in_link.gone:
-                node.in_live += 1
+            node.in_live += 0 if in_link.gone else 1
         if node.first_seen_at < 0 or in_link.discovered_at < node.first_seen_at:
             node.first_seen_at = in_link.discovered_at
         if target is not None:
+            if target.source is None:  # its first change this cycle (see `nodecache`)
+                targets_changed.append(target)
+                targets[to_url] = target
             target.source = source
         elif cached is not None:
             cache.changed(cached, source)
-    reverse.write(transaction, REVERSE, stats)
-    cache.in_links_written(reverse.keys)
-    anchors.write(transaction, ANCHORS, stats)
+    _write_run(indexes, reverse, anchors)
+
+
+def _write_run(indexes: PartitionIndexes, reverse: _RunWrites, anchors: _RunWrites) -> None:
+    """A run's writes into the cycle's transaction; its reverse records into the epoch's filter."""
+    indexes.cache.in_links_written(reverse.write(indexes.transaction, REVERSE, indexes.stats))
+    anchors.write(indexes.transaction, ANCHORS, indexes.stats)
 
 
 def _seen_again(
-    in_link: InLink,
+    in_link: ReceivedInLink,
     key: bytes,
     old: bytes,
     node: NodeRecord | NewTarget,
@@ -151,7 +204,10 @@ def _seen_again(
     if previous.last_seen_at > in_link.last_seen_at:
         return False  # a stale copy: the reverse index already reflects a newer fetch
     gone = in_link.gone
-    encoded = reverse_value(in_link, min(in_link.discovered_at, previous.discovered_at))
+    if in_link.record is not None and in_link.discovered_at <= previous.discovered_at:
+        encoded = in_link.record
+    else:
+        encoded = reverse_value(in_link, min(in_link.discovered_at, previous.discovered_at))
     if encoded == old:
         return False
     # Nothing can fail from here on.
@@ -171,7 +227,7 @@ def _seen_again(
     return True
 
 
-def reverse_value(in_link: InLink, discovered_at: int) -> bytes:
+def reverse_value(in_link: ReceivedInLink, discovered_at: int) -> bytes:
     """The reverse record of `in_link`'s edge (`EdgeRecord`'s fields in order), discovered at
     `discovered_at` (the earliest sighting: the in-link's, or the stored record's)."""
     return orjson.dumps(
@@ -191,17 +247,15 @@ def reverse_value(in_link: InLink, discovered_at: int) -> bytes:
 def _uncached_node(
     indexes: PartitionIndexes, url: str, discovered_at: int
 ) -> tuple[NodeRecord | NewTarget, CachedNode | None, NewTarget | None]:
-    """A target's node when it is not a cached one: this cycle's new target, the stored node
-    (decoded, cached from now on), or a new target first seen at `discovered_at` (no read when
-    the cache's filter rules a stored one out)."""
+    """A target's node when it is neither cached nor kept as counts: the stored node (decoded,
+    cached from now on), or a new target first seen at `discovered_at` (no read when the cache's
+    filter rules a stored one out)."""
     cache = indexes.cache
-    target = cache.targets.get(url)
-    if target is None:
-        key = url.encode()
-        raw = indexes.transaction.get(NODES, key) if cache.stored.might_contain(key) else None
-        if raw is not None:
-            cached = CachedNode(NodeRecord.decode(raw), raw)
-            cache.add(url, cached)
-            return cached.node, cached, None
-        target = cache.targets[url] = NewTarget(discovered_at, cache.epoch)
+    key = url.encode()
+    raw = indexes.transaction.get(NODES, key) if cache.stored.might_contain(key) else None
+    if raw is not None:
+        cached = CachedNode(NodeRecord.decode(raw), raw)
+        cache.add(url, cached)
+        return cached.node, cached, None
+    target = NewTarget(url, discovered_at, cache.epoch)  # kept once changed
     return target, None, target

@@ -15,8 +15,10 @@ kept; beyond that the longest-cached unchanged ones are forgotten at `flush`.
 Most targets are new (a page's content links point at pages nobody linked before): a target the
 store has no node for is kept as a `NewTarget`, only the counts in-links change, and encoded at
 `flush` from a template (`records.new_target_value`), with no `NodeRecord` made or serialised; it
-becomes a full cached node only when something else needs it (`get`), and is forgotten once
-written (a later in-link reads it back from the store).
+becomes a full cached node only when something else needs it (`get`). Once written it is kept,
+with the counts its stored value was made of, so a later cycle's in-link to it (a site's
+navigation, linked by every page) counts on without a read or a decode; at most `MAX_TARGETS` are
+kept, those changed longest ago forgotten first (a later in-link reads such a one back).
 
 Whether the store has a node at all is asked of a Bloom filter of the nodes table's keys first
 (`might_be_stored`, `linkgraph.keyfilter`): a new target is then known new without a RocksDB read,
@@ -48,11 +50,20 @@ import orjson
 
 from linkgraph.hosts import host_and_domain, origin_of
 from linkgraph.keyfilter import KeyFilter
-from linkgraph.records import NODES, STATS_KEY, NodeRecord, PartitionStats, new_target_value
+from linkgraph.records import (
+    NODES,
+    STATS_KEY,
+    NodeRecord,
+    PartitionStats,
+    new_target_head,
+    new_target_value,
+)
 from streamcrawl.state import Transaction
 
 MAX_NODES = 32_768
 """Nodes kept per state partition (about 1 KiB of Python objects each)."""
+MAX_TARGETS = 32_768
+"""Written targets kept as counts per state partition (about 0.75 KiB each, URL and head)."""
 STORED_EXPECTED = 1 << 18
 """Node keys a partition's filter holds at first (512 KiB, 2 bytes a key); it doubles as needed."""
 IN_LINKS_EXPECTED = 1 << 20
@@ -73,15 +84,29 @@ def origin_fields(origin: str) -> bytes:
 
 @dataclass(slots=True)
 class NewTarget:
-    """A target with no node stored, so far changed by in-links only (see the module docstring);
-    the fields are those of its `NodeRecord`."""
+    """A target changed by in-links only (see the module docstring); the fields up to `source`
+    are those of its `NodeRecord`."""
 
+    url: str
     first_seen_at: int
     in_epoch: int
     in_live: int = 0
     in_total: int = 0
     source: str | None = None
-    """The last message that changed it (its changelog header)."""
+    """The last message that changed it this cycle (its changelog header); None: unchanged."""
+    head: bytes = b""
+    """The start of its value, made at its first write (`records.new_target_head`)."""
+    written: tuple[int, int, int, int] | None = None
+    """The counts its stored value (in the store or the cycle's transaction) was made of
+    (`stored`): first seen at, in-links live, stored and epoch; None while it has none. Counts
+    rather than the value: a third of the memory a kept target takes."""
+    written_size: int = 0
+    """The length of that value."""
+
+    def stored(self) -> bytes | None:
+        """Its value in the store (or the cycle's transaction), made again from `written`."""
+        written = self.written
+        return None if written is None else new_target_value(self.head, *written)
 
 
 @dataclass(slots=True)
@@ -99,15 +124,21 @@ class NodeCache:
         limit: int = MAX_NODES,
         epoch: int = 1,
         in_links_expected: int | None = None,
+        targets_limit: int | None = None,
     ) -> None:
         self._limit = limit
+        self._targets_limit = targets_limit or MAX_TARGETS
         self.stored = KeyFilter(STORED_EXPECTED)
         """The nodes table's keys (`might_be_stored`)."""
         self._in_links_capacity = in_links_expected or IN_LINKS_EXPECTED
         self._new_epoch(epoch)
         self.entries: dict[str, CachedNode] = {}
         self.targets: dict[str, NewTarget] = {}
-        """This cycle's new targets (written at `flush`, then forgotten)."""
+        """Targets kept as counts, in the order they were first met."""
+        self.targets_changed: list[NewTarget] = []
+        """The targets this cycle changed (written at `flush`): an in-link that first sets a
+        target's `source` appends it here and puts it into `targets` (a new one only then, so
+        one whose in-link failed is never kept)."""
         self._changed: list[CachedNode] = []
 
     def load(self, stored: Iterator[tuple[bytes, bytes]]) -> None:
@@ -142,8 +173,9 @@ class NodeCache:
             node = new_node(url, target.first_seen_at)
             node.in_live, node.in_total = target.in_live, target.in_total
             node.in_epoch = target.in_epoch
-            cached = self.entries[url] = CachedNode(node, None)
+            cached = self.entries[url] = CachedNode(node, target.stored())
             if target.source is not None:
+                self.targets_changed.remove(target)
                 self.changed(cached, target.source)
         return cached
 
@@ -206,30 +238,49 @@ class NodeCache:
                 del entries[url]
 
     def _write_targets(self, transaction: Transaction, stats: PartitionStats) -> list[bytes]:
-        """Write the cycle's new targets (one `put_many`, each with its last source) and forget
-        them; returns their keys."""
-        keys, values, sources = [], [], []
-        for url, target in self.targets.items():
-            if target.source is None:
-                continue  # its in-links failed: it was never changed
-            keys.append(url.encode())
-            values.append(
-                new_target_value(
-                    url,
-                    origin_fields(origin_of(url)),
-                    target.first_seen_at,
-                    target.in_live,
-                    target.in_total,
-                    target.in_epoch,
-                )
-            )
-            sources.append(target.source)
-        self.targets = {}
+        """Write the cycle's changed targets (one `put_many`, each with its last source); returns
+        the keys of those stored for the first time. Keeps at most `MAX_TARGETS`: the changed
+        ones move to the end of `targets`, and the front (changed longest ago) is forgotten."""
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        sources: list[str] = []
+        first: list[bytes] = []
+        entries = size = 0
+        targets = self.targets
+        for target in self.targets_changed:
+            source, target.source = target.source, None
+            url = target.url
+            written = target.written
+            if written is not None:  # a new one went in at the end already
+                del targets[url]
+                targets[url] = target
+            counts = (target.first_seen_at, target.in_live, target.in_total, target.in_epoch)
+            if counts == written or source is None:  # unchanged (its changes undone)
+                continue
+            head = target.head
+            if not head:
+                head = target.head = new_target_head(url, origin_fields(origin_of(url)))
+            value = new_target_value(head, *counts)
+            key = url.encode()
+            if written is None:
+                first.append(key)
+                entries += 1
+                size += len(key) + len(value)
+            else:
+                size += len(value) - target.written_size
+            target.written, target.written_size = counts, len(value)
+            keys.append(key)
+            values.append(value)
+            sources.append(source)
+        self.targets_changed = []
         if keys:
             transaction.put_many(NODES, keys, values, sources)
-            stats.entries[NODES] += len(keys)
-            stats.size[NODES] += sum(map(len, keys)) + sum(map(len, values))
-        return keys
+            stats.entries[NODES] += entries
+            stats.size[NODES] += size
+        if len(targets) > self._targets_limit:
+            for url in list(targets)[: len(targets) - self._targets_limit * 3 // 4]:
+                del targets[url]
+        return first
 
     def __len__(self) -> int:
         return len(self.entries) + len(self.targets)

@@ -25,15 +25,17 @@ from __future__ import annotations
 import gc
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocksdict import Rdict, WriteBatch
 
-from linkgraph.handler import LinkGraphHandler, LinkGraphTopics, decode_in_link
+from linkgraph.handler import LinkGraphHandler, LinkGraphTopics
 from linkgraph.indexes import PartitionIndexes, _first_crawl, in_link_head
 from linkgraph.nodecache import NodeCache
 from linkgraph.records import PartitionStats, prefix_of
+from linkgraph.wire import decode_in_link
 from schemas.links import LinkEdge, PageLinks, PageMeta
 from streamcrawl.batch import Batch, BatchHandler, apply_batch
 from streamcrawl.handler import Context, Record
@@ -53,8 +55,28 @@ POSITIONS = ("NAV", "CONTENT", "FOOTER", "SIDEBAR")
 TYPES = ("INTERNAL", "INTERNAL", "INTERNAL", "EXTERNAL", "NOFOLLOW")
 
 
-Cycles = list[list[tuple[str, bytes, bytes | None]]]
-"""Per cycle, the (table, key, value) writes of its one `PartitionStore.write` (None: delete)."""
+class CycleWrites:
+    """One cycle's writes (table, key, value; None: delete) of its one `PartitionStore.write`,
+    kept as three lists, iterated as triples: a tuple kept per record would be an object for the
+    collector to scan, on the clock of the cycles that follow its capture."""
+
+    def __init__(self, tables: list[str], keys: list[bytes], values: list[bytes | None]) -> None:
+        self.tables, self.keys, self.values = tables, keys, values
+
+    def __iter__(self) -> Iterator[tuple[str, bytes, bytes | None]]:
+        return zip(self.tables, self.keys, self.values, strict=True)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def append(self, table: str, key: bytes, value: bytes | None) -> None:
+        self.tables.append(table)
+        self.keys.append(key)
+        self.values.append(value)
+
+
+Cycles = list[CycleWrites]
+"""Per cycle, the writes of its one `PartitionStore.write`."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +162,7 @@ class _Replay(BatchHandler):
     """Writes one captured cycle's records as it is handed a batch, and nothing else."""
 
     def __init__(self) -> None:
-        self.writes: list[tuple[str, bytes, bytes | None]] = []
+        self.writes = CycleWrites([], [], [])
 
     def handle_batch(self, batch: Batch) -> None:
         top, source = batch.transaction, batch.source(batch.records[-1])
@@ -220,9 +242,11 @@ def _run_cycles(
         outputs.extend(o.value for o in batch.outputs if o.value is not None)
         for _, rows in batch.rows:
             outputs.extend(value for _, value, _ in rows if value is not None)
-        cycles.append([(table, key, value) for (table, key), value in top.writes.items()])
-        cycles[-1].append((META_TABLE, CHANGELOG_TOPIC_KEY, b"changelog"))
-        cycles[-1].append((META_TABLE, CHANGELOG_OFFSET_KEY, str(offset).encode()))
+        writes = top.writes
+        cycle = CycleWrites([t for t, _ in writes], [k for _, k in writes], list(writes.values()))
+        cycle.append(META_TABLE, CHANGELOG_TOPIC_KEY, b"changelog")
+        cycle.append(META_TABLE, CHANGELOG_OFFSET_KEY, str(offset).encode())
+        cycles.append(cycle)
     return elapsed, outputs, cycles
 
 

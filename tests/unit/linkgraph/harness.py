@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from linkgraph.handler import LinkGraphHandler, LinkGraphTopics, decode_in_link
+from linkgraph.handler import LinkGraphHandler, LinkGraphTopics
 from linkgraph.queries import Query, answer
+from linkgraph.wire import decode_in_link
 from schemas.links import PageLinks
 from schemas.partitioning import partition_for_key
 from schemas.serde import encode

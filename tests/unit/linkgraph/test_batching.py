@@ -9,6 +9,7 @@ import orjson
 
 from linkgraph.queries import AnchorQuery, NodeQuery
 from linkgraph.records import ANCHORS, FORWARD, NODES, REVERSE, STATS_KEY, PartitionStats
+from linkgraph.wire import decode_in_link
 from schemas.links import LinkEdge, PageLinks
 from schemas.links_by_target import InLink
 from schemas.serde import encode
@@ -37,9 +38,11 @@ def page(n: int, *targets: str, anchor: str = "text") -> PageLinks:
     )
 
 
-def in_links(graph: GraphHarness, *pages: PageLinks) -> list[Any]:
+def in_links(graph: GraphHarness, *pages: PageLinks, **changed: str) -> list[Any]:
+    """The in-links `pages` re-key, decoded as the loop decodes them; `changed`: fields set."""
     outputs = graph.feed(*pages, rekey=False)
-    return [InLink.model_validate_json(o.value) for o in outputs if o.value is not None]
+    values = [orjson.loads(o.value) for o in outputs if o.value is not None]
+    return [decode_in_link(orjson.dumps({**value, **changed})) for value in values]
 
 
 def test_a_rekeyed_value_is_the_in_link_the_schema_encodes(tmp_path: Path) -> None:
@@ -86,12 +89,8 @@ def test_an_in_link_meeting_corrupt_state_is_dead_lettered_and_the_rest_applied(
         graph.stores[0].write({(REVERSE, bad_key): b"not json"}, "changelog", None)
         anchors_before = graph.scan(0, ANCHORS)
         # A re-crawl of both sources; their in-links in one cycle, the corrupt one in between.
-        recrawled = in_links(graph, page(11, TARGET, anchor="new"))
-        recrawled += in_links(graph, page(12, TARGET, anchor="new"))
-        recrawled = [
-            v.model_copy(update={"from_url": f"https://s.example/{n}"})
-            for v, n in zip(recrawled, (1, 2), strict=True)
-        ]
+        recrawled = in_links(graph, page(11, TARGET, anchor="new"), from_url="https://s.example/1")
+        recrawled += in_links(graph, page(12, TARGET, anchor="new"), from_url="https://s.example/2")
         third = in_links(graph, page(3, TARGET))
         graph._apply_cycle("links.by-target", 0, [*recrawled, *third])
         assert len(graph.dead_letters) == 1

@@ -7,16 +7,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from linkgraph import nodecache
-from linkgraph.handler import LinkGraphHandler, decode_in_link
+from linkgraph.handler import LinkGraphHandler
 from linkgraph.hosts import origin_of
 from linkgraph.keyfilter import KeyFilter
 from linkgraph.nodecache import origin_fields
 from linkgraph.queries import AnchorQuery, NodeQuery
-from linkgraph.records import NODES, REVERSE, STATS_KEY, NodeRecord, PartitionStats
+from linkgraph.records import NODES, REVERSE, STATS_KEY, NodeRecord, PartitionStats, new_target_head
 from linkgraph.records import new_target_value as encoded_target
+from linkgraph.wire import decode_in_link
 from schemas.canonical import host_key, registered_domain
 from schemas.links import LinkEdge, PageLinks
 from streamcrawl.batch import apply_batch
@@ -60,8 +62,8 @@ def test_a_new_targets_template_is_the_records_encoding() -> None:
         host = host_key(origin_of(url) + "/")
         domain = registered_domain(host) if host else ""
         record = NodeRecord(url, host, domain, 7, in_live=2, in_total=3, in_epoch=5)
-        fields = origin_fields(origin_of(url))
-        assert encoded_target(url, fields, 7, 2, 3, 5) == record.encode()
+        head = new_target_head(url, origin_fields(origin_of(url)))
+        assert encoded_target(head, 7, 2, 3, 5) == record.encode()
         assert NodeRecord.decode(record.encode()) == record
 
 
@@ -140,8 +142,12 @@ def test_a_new_target_crawled_in_the_same_batch_keeps_both_sides(graph: GraphHar
 def test_an_edge_twice_in_one_run_reads_the_runs_own_write(graph: GraphHarness) -> None:
     """The same edge thrice in one cycle of in-links (a replay, then a newer fetch with another
     anchor): the run reads back what it wrote, and the last write wins with its own source."""
-    first = decode_in_link(graph.feed(page(1, TARGET), rekey=False)[0].value)
-    newer = first.model_copy(update={"anchor_text": "moved", "last_seen_at": 5000})
+    raw = graph.feed(page(1, TARGET), rekey=False)[0].value
+    assert raw is not None
+    first = decode_in_link(raw)
+    newer = decode_in_link(
+        orjson.dumps({**orjson.loads(raw), "anchor_text": "moved", "last_seen_at": 5000})
+    )
     graph._apply_cycle("links.by-target", 0, [first, first, newer])
     key = f"{TARGET}\t{first.from_url}".encode()
     assert graph.last_sources[(REVERSE, key)] == f"links.by-target:0:{graph.offset}"
@@ -159,3 +165,57 @@ def test_a_partition_first_seen_in_a_batch_counts_its_epoch_on(graph: GraphHarne
     graph.feed_in_links(rekeyed)
     assert node(graph)["in_degree"] == 1
     assert PartitionStats.decode(graph.stores[0].get(NODES, STATS_KEY)).epoch == 2
+
+
+def test_a_written_target_is_kept_and_counted_on_without_a_read(
+    graph: GraphHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A target written in one cycle is counted on in the next without reading its node; one
+    forgotten beyond the bound (the least recently changed first) is read back; a kept one
+    crawled as a source becomes a full node over what the store has. The stats stay exact."""
+    monkeypatch.setattr(nodecache, "MAX_TARGETS", 4)
+    graph.restart()
+    store = graph.stores[0]
+    reads: list[bytes] = []
+    stored_get = store.get
+
+    def get(table: str, key: bytes) -> bytes | None:
+        if table == NODES:
+            reads.append(key)
+        return stored_get(table, key)
+
+    monkeypatch.setattr(store, "get", get)
+    graph.feed_in_cycles(page(1, TARGET))
+    graph.feed_in_cycles(page(2, TARGET))
+    assert TARGET.encode() not in reads
+    assert node(graph)["in_degree"] == 2
+    reads.clear()  # the query's
+    others = [f"https://u.example/{n}" for n in range(6)]
+    graph.feed_in_cycles(page(3, *others))  # TARGET is the least recently changed: forgotten
+    graph.feed_in_cycles(page(4, TARGET))
+    assert reads.count(TARGET.encode()) == 1
+    assert node(graph)["in_degree"] == 3
+    reads.clear()
+    graph.feed_in_cycles(page(5, others[-1]))  # kept: no read
+    graph.feed(PageLinks(crawl_id="c1", from_url=others[-1], fetched_at=5000, edges=[]))
+    assert others[-1].encode() not in reads
+    crawled = node(graph, others[-1])
+    assert (crawled["crawled"], crawled["in_degree"], crawled["fetched_at"]) == (True, 2, 5000)
+    stats = PartitionStats.decode(store.get(NODES, STATS_KEY))
+    stored = [(k, v) for k, v in graph.scan(0, NODES) if k != STATS_KEY]
+    assert stats.entries[NODES] == len(stored)
+    assert stats.size[NODES] == sum(len(k) + len(v) for k, v in stored)
+
+
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        ("https://a.example/x/y", "https://a.example"),
+        ("https://a.example", "https://a.example"),
+        ("https://a.example?q=/x", "https://a.example"),
+        ("http://u@127.0.0.1:8080/p?q", "http://u@127.0.0.1:8080"),
+        ("https://h.example/?a://b", "https://h.example"),
+    ],
+)
+def test_a_urls_origin_is_its_scheme_and_authority(url: str, origin: str) -> None:
+    assert origin_of(url) == origin
