@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from frontier.traps import check_traps
+from linkgraph.routing import RANKER_ROLE
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
 from schemas.serde import encode
@@ -147,7 +148,11 @@ def run_pipeline(
         )
         seed = [(request.crawl_id, encode(request))]
         produce_json(bootstrap, deployment.topic("seeds"), seed, raw=True)
-        sampler = StageSampler({m.instance: m.http_address for m in members})
+        # The services' own member records: the link graph's ranker publishes one more, under
+        # the same instance id, whose address is the graph API's (no /metrics).
+        sampler = StageSampler(
+            {m.instance: m.http_address for m in members if m.role != RANKER_ROLE}
+        )
         started = time.monotonic()
         with CrawlWatcher(settings) as watcher:
             while watcher.view(request.crawl_id).status != "done":
