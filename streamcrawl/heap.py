@@ -12,7 +12,9 @@ larger batches.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 
 GC_THRESHOLDS = (20_000, 20, 20)
 """Young collections every 20,000 net allocations instead of 700."""
@@ -24,3 +26,16 @@ def settle_heap() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+@contextlib.contextmanager
+def settled_heap() -> Iterator[None]:
+    """`settle_heap` for the block only, the interpreter's settings again after it (benchmarks
+    that run a service's code under its collector settings beside a baseline under the defaults)."""
+    thresholds = gc.get_threshold()
+    settle_heap()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)

@@ -80,7 +80,7 @@ from schemas.pages import MAX_BODY_BYTES
 from schemas.serde import encode
 from streamcrawl.clock import SystemClock
 from streamcrawl.handler import Deferred
-from streamcrawl.heap import settle_heap
+from streamcrawl.heap import settle_heap, settled_heap
 from tests.unit.fetcher.bombs import MIB, zlib_bomb, zstd_bomb
 from tests.unit.fetcher.servers import RawHandler, app_server, raw_server, response_head
 
@@ -559,19 +559,6 @@ def throughput_settings(concurrency: int, read_ahead: int) -> FetcherSettings:
     )
 
 
-@contextlib.contextmanager
-def service_heap() -> Iterator[None]:
-    """The fetcher service's collector settings (`streamcrawl.heap.settle_heap`: what is alive now
-    frozen, larger batches) for the block; the interpreter's defaults again after it."""
-    thresholds = gc.get_threshold()
-    settle_heap()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
-
-
 def as_decoded(requests: list[FetchRequest]) -> list[FetchRequest]:
     """Fresh copies, decoded from their bytes as the service does, so that none of them was
     alive when the heap was settled (the service's requests arrive after its start-up)."""
@@ -590,7 +577,7 @@ def dispatcher_run(
     settings = throughput_settings(concurrency, max(len(requests), 1))
     with (
         running(settings) as dispatcher,
-        service_heap() if service_gc else contextlib.nullcontext(),
+        settled_heap() if service_gc else contextlib.nullcontext(),
     ):
         fresh = as_decoded(requests) if service_gc else requests
         run = timed(servers, lambda: (0, run_all(dispatcher, fresh, completions, window)))
@@ -602,7 +589,7 @@ def bare_run(servers: ServerProcess, urls: list[str], concurrency: int) -> Run:
 
 
 def bare_run_service_gc(servers: ServerProcess, urls: list[str], concurrency: int) -> Run:
-    with service_heap():
+    with settled_heap():
         return bare_run(servers, urls, concurrency)
 
 

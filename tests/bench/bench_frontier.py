@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
 import os
 import random
@@ -63,7 +62,7 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -81,7 +80,7 @@ from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState, StoredCrawlRequest
 from streamcrawl.clock import FakeClock
 from streamcrawl.handler import Context, Record
-from streamcrawl.heap import GC_THRESHOLDS, settle_heap
+from streamcrawl.heap import GC_THRESHOLDS, settled_heap
 from streamcrawl.recovery import source_header
 from streamcrawl.settings import LoopSettings, StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Transaction
@@ -573,22 +572,6 @@ def run_release(root: Path) -> str:
 # ----- the bare baseline ----------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def service_heap(enabled: bool = True) -> Iterator[None]:
-    """The services' collector settings (`streamcrawl.heap.settle_heap`) for the block, when
-    ``enabled``; the interpreter's defaults again after it."""
-    if not enabled:
-        yield
-        return
-    thresholds = gc.get_threshold()
-    settle_heap()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
-
-
 def run_bare(shape: Shape, root: Path, name: str = "bare") -> BareRun:
     store = PartitionStore(root / name, ("visited",), StoreOptions(StateSettings()))
     meter = Meter()
@@ -738,13 +721,13 @@ def main() -> int:
     shape = Shape(args.urls, args.hosts, args.urls_per_message, args.batch_messages)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(dir=args.state_dir) as tmp:
-        with service_heap(not args.default_gc):
+        with contextlib.nullcontext() if args.default_gc else settled_heap():
             frontier = run_frontier(shape, Path(tmp), args.recheck)
         check_admissions(shape, frontier.counters)
         bare = run_bare(shape, Path(tmp))
         bare_service = None
         if not args.default_gc:
-            with service_heap():
+            with settled_heap():
                 bare_service = run_bare(shape, Path(tmp), "bare-service")
         released = run_release(Path(tmp)) if args.release else None
     gc_note = (
