@@ -274,7 +274,7 @@ class Dispatcher:
             self.dropped_expired += 1
             self._finish_deferred(job)
         now = self._clock.monotonic()
-        create_task, observe_wait = self._loop.create_task, metrics.POLITENESS_WAIT.observe
+        create_task, observe_wait = self._loop.create_task, metrics.TALLIES.politeness_wait.observe
         while (item := self._queues.pop_ready()) is not None:
             self._left += 1
             observe_wait(max(now - item[0].queued_at, 0.0))

@@ -5,9 +5,12 @@ outcome, robots.txt included, and nothing labelled with a URL or a host."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 from aiohttp import web
-from prometheus_client import REGISTRY, generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from fetcher import metrics
 from fetcher.http import fetch, open_session
@@ -161,3 +164,36 @@ async def test_a_fetch_under_way_is_in_flight_until_it_ends() -> None:
         answer.set()
         assert (await task).kind == "done"
     assert _sample(in_flight) == before
+
+
+def test_a_loop_histogram_exports_what_a_prometheus_histogram_would() -> None:
+    """The lock-free histogram against prometheus_client's own, fed the same values (bounds
+    themselves included: ``le`` is less or equal), read back through a registry each."""
+    bounds = (0.005, 0.01, 0.1, 1, 2.5, 90)
+    values = [0.0, 0.005, 0.0050001, 0.01, 0.07, 1.0, 1.5, 2.5, 89.9, 90.0, 90.5, 1e9]
+    ours = metrics.LoopHistogram("streamcrawl_fetcher_test_seconds", "test", bounds)
+    theirs_registry = CollectorRegistry()
+    theirs = Histogram(
+        "streamcrawl_fetcher_test_seconds", "test", buckets=bounds, registry=theirs_registry
+    )
+    for value in values:
+        ours.observe(value)
+        theirs.observe(value)
+
+    class One(Collector):
+        def collect(self) -> Iterator[Metric]:
+            yield ours.family()
+
+    ours_registry = CollectorRegistry()
+    ours_registry.register(One())
+
+    def samples(registry: CollectorRegistry) -> dict[tuple[str, str], float]:
+        return {
+            (sample.name, sample.labels.get("le", "")): sample.value
+            for family in registry.collect()
+            for sample in family.samples
+            if not sample.name.endswith("_created")
+        }
+
+    assert samples(ours_registry) == samples(theirs_registry)
+    assert samples(ours_registry)[("streamcrawl_fetcher_test_seconds_bucket", "+Inf")] == 12
