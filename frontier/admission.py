@@ -1,11 +1,12 @@
 """Admission: DiscoveredUrls into host queues (DESIGN.md section 3, step 2).
 
-For each URL of a DiscoveredUrls message: canonicalise, fingerprint, look up the crawl's visited
-set, then `frontier.scope.decide` in seed 000's order (duplicate, domain, include, exclude, depth,
-budget) plus trap guards, max_pages_per_host and the scope score. Rejections are counted as
-``rejected_<reason>``; two more reasons are this module's: ``invalid`` (not a crawlable http(s) URL)
-and ``misrouted`` (the URL's host is not the message's host, so this partition does not own it).
-URLs of a cancelled crawl are refused (``rejected_cancelled``). A duplicate is counted, and if it is
+For each URL of a DiscoveredUrls message (a `frontier.wire.ReceivedUrls`): canonicalise,
+fingerprint, look up the crawl's visited set, then `frontier.scope.decide` in seed 000's order
+(duplicate, domain, include, exclude, depth, budget) plus trap guards, max_pages_per_host and
+the scope score. Rejections are counted as ``rejected_<reason>``; two more reasons are this
+module's: ``invalid`` (not a crawlable http(s) URL) and ``misrouted`` (the URL's host is not the
+message's host, so this partition does not own it). URLs of a cancelled crawl are refused
+(``rejected_cancelled``). A duplicate is counted, and if it is
 still queued at a greater depth it moves to the lower depth.
 
 Queue order. An admitted URL's queue key is the crawl strategy's `frontier.priority.QueueKey`
@@ -153,8 +154,8 @@ def _admit_urls(
 def _candidates(
     crawl: CrawlState, message: ReceivedUrls, prefix: bytes, counts: dict[str, int]
 ) -> list[tuple[int, str, bytes]]:
-    """(position, URL, canonical form, visited key) of each URL this partition may admit; the
-    others counted as invalid, misrouted or cancelled."""
+    """(position, canonical form, visited key) of each URL this partition may admit; the others
+    counted as invalid, misrouted or cancelled."""
     host = message.host
     routed = (f"https://{host}/", f"http://{host}/")  # a canonical URL's path starts with "/"
     cancelled = crawl.status == "cancelled"

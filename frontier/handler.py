@@ -5,8 +5,8 @@ DESIGN.md section 3, steps 1-3, 5, 7 and 8. :class:`FrontierHandler` implements 
 
 - `seeds`: crawl requests and commands, on the crawl's owner (`frontier.crawlstate`);
 - `budget`: requests on the owner, grants on the partition they name (`frontier.crawlstate`);
-- `urls`: DiscoveredUrls admitted, or parked until their crawl is known (`frontier.admission`),
-  and ParseReports counted (`frontier.reports`);
+- `urls`: DiscoveredUrls (decoded by `frontier.wire`) admitted, or parked until their crawl is
+  known (`frontier.admission`), and ParseReports counted (`frontier.reports`);
 - `outcomes`: one terminal outcome per lease (`frontier.outcomes`);
 - `scores`: PageRank kept for the ``pagerank`` strategy (`frontier.reports`).
 
