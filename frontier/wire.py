@@ -60,10 +60,6 @@ class ReceivedUrls:
             message.parts,
         )
 
-    def priority(self, index: int) -> float | None:
-        """The sitemap priority of URL number ``index``, None without one."""
-        return None if self.priorities is None else self.priorities[index]
-
     def to_json(self) -> bytes:
         """DiscoveredUrls JSON (what `pending` stores): `decode_urls` reads it back."""
         hints = self.priorities

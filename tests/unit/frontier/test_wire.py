@@ -48,7 +48,7 @@ def test_what_the_services_send_takes_the_strict_path_and_decodes_as_the_model(
     decoded = decode_urls(raw)
     assert isinstance(decoded, ReceivedUrls)
     assert same(decoded, message)
-    assert decoded.priority(0) == message.urls[0].priority
+    assert (decoded.priorities or [None])[0] == message.urls[0].priority
 
 
 def test_hints_are_kept_beside_the_urls_and_left_out_when_none() -> None:
