@@ -1,11 +1,12 @@
 """Admission: DiscoveredUrls into host queues (DESIGN.md section 3, step 2).
 
-For each URL of a DiscoveredUrls message: canonicalise, fingerprint, look up the crawl's visited
-set, then `frontier.scope.decide` in seed 000's order (duplicate, domain, include, exclude, depth,
-budget) plus trap guards, max_pages_per_host and the scope score. Rejections are counted as
-``rejected_<reason>``; two more reasons are this module's: ``invalid`` (not a crawlable http(s) URL)
-and ``misrouted`` (the URL's host is not the message's host, so this partition does not own it).
-URLs of a cancelled crawl are refused (``rejected_cancelled``). A duplicate is counted, and if it is
+For each URL of a DiscoveredUrls message (a `frontier.wire.ReceivedUrls`): canonicalise,
+fingerprint, look up the crawl's visited set, then `frontier.scope.decide` in seed 000's order
+(duplicate, domain, include, exclude, depth, budget) plus trap guards, max_pages_per_host and
+the scope score. Rejections are counted as ``rejected_<reason>``; two more reasons are this
+module's: ``invalid`` (not a crawlable http(s) URL) and ``misrouted`` (the URL's host is not the
+message's host, so this partition does not own it). URLs of a cancelled crawl are refused
+(``rejected_cancelled``). A duplicate is counted, and if it is
 still queued at a greater depth it moves to the lower depth.
 
 Queue order. An admitted URL's queue key is the crawl strategy's `frontier.priority.QueueKey`
@@ -51,10 +52,9 @@ from frontier.records import (
 from frontier.scope import HostScope, ScopeRules, decide_new, host_scope
 from frontier.session import PartitionSession
 from frontier.traps import check_traps
+from frontier.wire import ReceivedUrls
 from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState
-from schemas.serde import encode
-from schemas.urls import DiscoveredUrl, DiscoveredUrls
 
 _ORDINAL = struct.Struct(">QHI")
 _RANK_PART = struct.Struct(">QH")
@@ -64,22 +64,20 @@ packed once per message, the others per URL."""
 FINGERPRINT_BYTES = 16
 _MAX_U16 = 2**16 - 1
 _MAX_U32 = 2**32 - 1
-_NO_HINT = DiscoveredUrl(url="")
-"""A URL without a sitemap priority: what most URLs' priority bytes are made for."""
 
 
-def receive_discovered(session: PartitionSession, message: DiscoveredUrls) -> None:
+def receive_discovered(session: PartitionSession, message: ReceivedUrls) -> None:
     """Admit a message now, or park it in `pending` until its crawl is in the directory."""
     crawl = session.crawl_state(message.crawl_id)
     if crawl is None:
         sequence = session.next_sequence()
-        session.table(PENDING).put(pending_key(message.crawl_id, sequence), encode(message))
+        session.table(PENDING).put(pending_key(message.crawl_id, sequence), message.to_json())
         session.wait_pending(message.crawl_id)
         return
     admit_discovered(session, crawl, message)
 
 
-def admit_discovered(session: PartitionSession, crawl: CrawlState, message: DiscoveredUrls) -> None:
+def admit_discovered(session: PartitionSession, crawl: CrawlState, message: ReceivedUrls) -> None:
     crawl_id = crawl.crawl_id
     session.count(crawl_id, "discovered_messages_admitted")
     if crawl.request.max_links != -1:
@@ -103,7 +101,7 @@ QUEUED = ""
 
 
 def _admit_urls(
-    session: PartitionSession, crawl: CrawlState, message: DiscoveredUrls
+    session: PartitionSession, crawl: CrawlState, message: ReceivedUrls
 ) -> dict[str, int]:
     """Admit the URLs of one message in order; the counts by outcome (:data:`QUEUED` or a counter).
 
@@ -118,7 +116,7 @@ def _admit_urls(
     candidates = _candidates(crawl, message, prefix, counts)
     if not candidates:
         return counts
-    keys = [key for _, _, _, key in candidates]
+    keys = [key for _, _, key in candidates]
     digests: list[int] = []
     absent = session.memory.seen.absent(keys, digests)
     maybe = [key for key, unseen in zip(keys, absent, strict=True) if not unseen]
@@ -127,13 +125,13 @@ def _admit_urls(
     admit = intake.admit
     handled: set[bytes] = set()
     duplicates = 0
-    for (index, item, canonical, key), digest in zip(candidates, digests, strict=True):
+    for (index, canonical, key), digest in zip(candidates, digests, strict=True):
         if key in handled:
             duplicates += 1
             continue
         raw = stored.get(key) if stored else None
         if raw is None:
-            refused = admit(index, item, canonical, key, digest)
+            refused = admit(index, canonical, key, digest)
             if refused:  # the same URL again is decided again
                 counts[refused] = counts.get(refused, 0) + 1
                 continue
@@ -154,16 +152,16 @@ def _admit_urls(
 
 
 def _candidates(
-    crawl: CrawlState, message: DiscoveredUrls, prefix: bytes, counts: dict[str, int]
-) -> list[tuple[int, DiscoveredUrl, str, bytes]]:
-    """(position, URL, canonical form, visited key) of each URL this partition may admit; the
-    others counted as invalid, misrouted or cancelled."""
+    crawl: CrawlState, message: ReceivedUrls, prefix: bytes, counts: dict[str, int]
+) -> list[tuple[int, str, bytes]]:
+    """(position, canonical form, visited key) of each URL this partition may admit; the others
+    counted as invalid, misrouted or cancelled."""
     host = message.host
     routed = (f"https://{host}/", f"http://{host}/")  # a canonical URL's path starts with "/"
     cancelled = crawl.status == "cancelled"
-    candidates: list[tuple[int, DiscoveredUrl, str, bytes]] = []
-    for index, item in enumerate(message.urls):
-        canonical = canonical_url(item.url)
+    candidates: list[tuple[int, str, bytes]] = []
+    for index, url in enumerate(message.urls):
+        canonical = canonical_url(url)
         if canonical is None:
             outcome = "rejected_invalid"
         elif not canonical.startswith(routed):
@@ -171,7 +169,7 @@ def _candidates(
         elif cancelled:
             outcome = "rejected_cancelled"
         else:
-            candidates.append((index, item, canonical, prefix + url_fingerprint(canonical)))
+            candidates.append((index, canonical, prefix + url_fingerprint(canonical)))
             continue
         counts[outcome] = counts.get(outcome, 0) + 1
     return candidates
@@ -185,9 +183,7 @@ class _Intake:
     message is the caller's ``handled``), and so are their Bloom bits, from the hashes the visited
     lookup computed."""
 
-    def __init__(
-        self, session: PartitionSession, crawl: CrawlState, message: DiscoveredUrls
-    ) -> None:
+    def __init__(self, session: PartitionSession, crawl: CrawlState, message: ReceivedUrls) -> None:
         self.session = session
         self.crawl = crawl
         self.message = message
@@ -210,9 +206,7 @@ class _Intake:
         self._visited_keys: list[bytes] = []
         self._digests: list[int] = []
 
-    def admit(
-        self, index: int, item: DiscoveredUrl, canonical: str, key: bytes, digest: int
-    ) -> str:
+    def admit(self, index: int, canonical: str, key: bytes, digest: int) -> str:
         """Queue a URL not in the visited set, or say why not: :data:`QUEUED` or the counter.
 
         ``digest`` is the key's Bloom hash (`frontier.bloom.BloomFilter.absent`). Until the first
@@ -228,7 +222,9 @@ class _Intake:
             if reason is not None:
                 return reason
         plain = self._plain_head
-        head = plain if plain is not None and item.priority is None else self._head(item, key)
+        hints = self.message.priorities
+        hint = None if hints is None else hints[index]
+        head = plain if plain is not None and hint is None else self._head(hint, key)
         # index < 2**32: a message (at most 4 MiB) holds far fewer URLs.
         self._queue_keys.append(head + _INDEX_SEQUENCE.pack(index, self.session.next_sequence()))
         self._urls.append(canonical)
@@ -254,9 +250,9 @@ class _Intake:
             self._host_pages = pages + 1
         return None
 
-    def _head(self, item: DiscoveredUrl, key: bytes) -> bytes:
+    def _head(self, hint: float | None, key: bytes) -> bytes:
         """The queue key up to the URL's position: host, priority bytes, source rank and part."""
-        return self.queue_prefix + self._priority(item, key) + self.rank_part
+        return self.queue_prefix + self._priority(hint, key) + self.rank_part
 
     def _open_scope(self) -> HostScope:
         """The host's scope, and which shortcuts it allows, worked out at the first new URL."""
@@ -274,7 +270,7 @@ class _Intake:
             and rules.max_pages_per_host == -1
         )
         if crawl.request.priority != "pagerank":  # the priority of a URL without a hint
-            self._plain_head = self._head(_NO_HINT, b"")
+            self._plain_head = self._head(None, b"")
         return scope
 
     def finish(self) -> int:
@@ -294,18 +290,18 @@ class _Intake:
             session.table(HOST_PAGES).put(key, u64(self._host_pages))
         return len(queue_keys)
 
-    def _priority(self, item: DiscoveredUrl, key: bytes) -> bytes:
+    def _priority(self, hint: float | None, key: bytes) -> bytes:
         """The strategy's priority bytes: one per message but for sitemap hints and, under
         ``pagerank``, each URL's own rank."""
         crawl, depth = self.crawl, self.message.depth
         if crawl.request.priority == "pagerank":
             pagerank = _pagerank(self.session, crawl, key[-FINGERPRINT_BYTES:])
-            signals = PrioritySignals(sitemap_priority=item.priority, pagerank=pagerank)
+            signals = PrioritySignals(sitemap_priority=hint, pagerank=pagerank)
             return priority_bytes(crawl, depth, signals, b"")
-        encoded = self._priorities.get(item.priority)
+        encoded = self._priorities.get(hint)
         if encoded is None:
-            signals = PrioritySignals(sitemap_priority=item.priority)
-            encoded = self._priorities[item.priority] = priority_bytes(crawl, depth, signals, b"")
+            signals = PrioritySignals(sitemap_priority=hint)
+            encoded = self._priorities[hint] = priority_bytes(crawl, depth, signals, b"")
         return encoded
 
 

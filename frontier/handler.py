@@ -5,8 +5,8 @@ DESIGN.md section 3, steps 1-3, 5, 7 and 8. :class:`FrontierHandler` implements 
 
 - `seeds`: crawl requests and commands, on the crawl's owner (`frontier.crawlstate`);
 - `budget`: requests on the owner, grants on the partition they name (`frontier.crawlstate`);
-- `urls`: DiscoveredUrls admitted, or parked until their crawl is known (`frontier.admission`),
-  and ParseReports counted (`frontier.reports`);
+- `urls`: DiscoveredUrls (decoded by `frontier.wire`) admitted, or parked until their crawl is
+  known (`frontier.admission`), and ParseReports counted (`frontier.reports`);
 - `outcomes`: one terminal outcome per lease (`frontier.outcomes`);
 - `scores`: PageRank kept for the ``pagerank`` strategy (`frontier.reports`).
 
@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from frontier import admission, crawlstate, purge, release, reports, timers
+from frontier import admission, crawlstate, purge, release, reports, timers, wire
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.metrics import CRAWL_COUNTERS, FrontierMetrics, PartitionGauges
 from frontier.outcomes import handle_outcome
@@ -40,12 +40,12 @@ from frontier.reconcile import reconcile
 from frontier.records import CRAWL, PENDING, QUEUE, TABLES, VISITED
 from frontier.retry import RetryPolicy
 from frontier.session import FrontierServices, PartitionMemory, PartitionSession
+from frontier.wire import ReceivedUrls
 from schemas.budget import BUDGET_MESSAGE
 from schemas.outcomes import FetchOutcome
 from schemas.scores import PageScore
 from schemas.seeds import SEED_MESSAGE
 from schemas.serde import decode
-from schemas.urls import URLS_MESSAGE, DiscoveredUrls
 from streamcrawl.clock import Clock
 from streamcrawl.handler import BaseHandler, Context, Record
 from streamcrawl.spec import Input
@@ -64,7 +64,7 @@ def decode_budget(data: bytes | None) -> Any:
 
 
 def decode_urls(data: bytes | None) -> Any:
-    return decode(URLS_MESSAGE, data)
+    return wire.decode_urls(data)
 
 
 def decode_outcome(data: bytes | None) -> Any:
@@ -222,7 +222,7 @@ class FrontierHandler(BaseHandler):
         return PartitionSession(self.services, memory, ctx)
 
     def _handle_urls(self, session: PartitionSession, record: Record) -> None:
-        if isinstance(record.value, DiscoveredUrls):
+        if isinstance(record.value, ReceivedUrls):
             admission.receive_discovered(session, record.value)
         else:
             reports.admit_report(session, record.value)

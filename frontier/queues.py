@@ -20,7 +20,7 @@ import json
 import struct
 from dataclasses import dataclass
 
-from frontier.fields import ABSENT, ABSENT_FIELD, LENGTH, pack_field, unpack_fields
+from frontier.fields import ABSENT, pack_field, unpack_fields
 from streamcrawl.state import Table
 
 SEPARATOR = b"\x00"
@@ -53,17 +53,24 @@ class QueuedUrl:
     content_hash: str | None = None
 
     def encode(self) -> bytes:
-        """The binary entry (see :data:`_ENTRY_HEAD`): one is written per queued URL."""
-        head = _ENTRY_HEAD.pack(_BINARY, self.depth, self.redirect_hops, self.attempts)
-        strings = (self.crawl_id.encode(), self.url.encode())
+        """The binary entry (see :data:`_ENTRY_HEAD`): one is written per queued URL, in the
+        short form (:data:`_FRESH_HEAD`) when it has no attempts and no validators."""
         optional = (self.etag, self.last_modified, self.content_hash)
-        if all(value is None for value in optional):
-            return head + _field(strings[0]) + _field(strings[1]) + _NO_VALIDATORS
+        if self.attempts == 0 and all(value is None for value in optional):
+            fresh = new_entry_head(self.crawl_id, self.depth, self.redirect_hops)
+            return encode_new_entries(fresh, [self.url])[0]
+        strings = (self.crawl_id.encode(), self.url.encode())
+        head = _ENTRY_HEAD.pack(_BINARY, self.depth, self.redirect_hops, self.attempts)
         fields = [*strings, *(None if value is None else value.encode() for value in optional)]
         return head + b"".join(_field(value) for value in fields)
 
     @classmethod
     def decode(cls, raw: bytes) -> QueuedUrl:
+        if raw[:1] == _FRESH_BYTE:
+            _, depth, redirect_hops, length = _FRESH_HEAD.unpack_from(raw)
+            start = _FRESH_HEAD.size
+            crawl = raw[start : start + length].decode()
+            return cls(crawl, raw[start + length :].decode(), depth, redirect_hops)
         if raw[:1] != _BINARY_BYTE:
             return cls(**json.loads(raw))  # written as JSON by an earlier version
         _, depth, redirect_hops, attempts = _ENTRY_HEAD.unpack_from(raw)
@@ -82,7 +89,13 @@ _ENTRY_HEAD = struct.Struct(">BIHH")
 """version 1, depth, redirect hops, attempts; then crawl_id, url, etag, last_modified and
 content_hash, each a u16 length (0xFFFF: absent) and its UTF-8 bytes. A JSON entry (first byte
 ``{``) from an earlier version still decodes."""
-_NO_VALIDATORS = ABSENT_FIELD * 3
+_FRESH = 2
+_FRESH_BYTE = bytes([_FRESH])
+_FRESH_HEAD = struct.Struct(">BIHH")
+"""The short form, version 2, of an entry without attempts or validators (every URL admission
+queues): version, depth, redirect hops, the crawl id's length; the crawl id's UTF-8 bytes, then
+the URL's to the end. 10 bytes less than version 1 for the same entry. Versions 1 and 2 and JSON
+are read alike, whichever version wrote them."""
 
 
 def _field(value: bytes | None) -> bytes:
@@ -92,21 +105,24 @@ def _field(value: bytes | None) -> bytes:
 def new_entry_head(crawl_id: str, depth: int, redirect_hops: int) -> bytes:
     """What the entries of URLs queued for the first time from one message start with:
     ``encode_new_entry(new_entry_head(c, d, h), url) == QueuedUrl(c, url, d, h).encode()``."""
-    return _ENTRY_HEAD.pack(_BINARY, depth, redirect_hops, 0) + _field(crawl_id.encode())
+    encoded = crawl_id.encode()
+    if len(encoded) >= ABSENT:
+        raise ValueError("a queue entry field is too long")
+    return _FRESH_HEAD.pack(_FRESH, depth, redirect_hops, len(encoded)) + encoded
 
 
 def encode_new_entry(head: bytes, url: str) -> bytes:
     """A first-time entry from its message's :func:`new_entry_head`, without a `QueuedUrl`."""
-    return head + _field(url.encode()) + _NO_VALIDATORS
+    return encode_new_entries(head, [url])[0]
 
 
 def encode_new_entries(head: bytes, urls: list[str]) -> list[bytes]:
-    """:func:`encode_new_entry` of each URL of a message, in one pass."""
+    """:func:`encode_new_entry` of each URL of a message, in one pass. A URL too long for version
+    1's length field is refused, as the entry must be rewritable in it (a retry's attempts)."""
     encoded = [url.encode() for url in urls]
-    if encoded and max(map(len, encoded)) >= ABSENT:  # pack_field's check, once for all
+    if encoded and max(map(len, encoded)) >= ABSENT:
         raise ValueError("a queue entry field is too long")
-    pack = LENGTH.pack
-    return [head + pack(len(url)) + url + _NO_VALIDATORS for url in encoded]
+    return [head + url for url in encoded]
 
 
 def enqueue(table: Table, host: str, priority: bytes, sequence: int, entry: QueuedUrl) -> bytes:

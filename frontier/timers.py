@@ -31,9 +31,9 @@ from frontier.records import (
     read_u64,
 )
 from frontier.session import NOTHING_DUE, PartitionSession
+from frontier.wire import decode_pending
 from schemas.canonical import url_fingerprint
 from schemas.deadletter import dead_letter
-from schemas.urls import DiscoveredUrls
 
 
 def expire_leases(session: PartitionSession) -> None:
@@ -142,7 +142,7 @@ def drain_pending(session: PartitionSession) -> None:
                 break
             handled += 1
             table.delete(key)
-            admit_discovered(session, crawl, DiscoveredUrls.model_validate_json(raw))
+            admit_discovered(session, crawl, decode_pending(raw))
         if handled < session.config.pending_batch:
             session.memory.pending_crawls.discard(crawl_id)
 

@@ -85,3 +85,21 @@ def test_a_queue_entry_round_trips(entry: QueuedUrl) -> None:
 def test_a_json_queue_entry_of_an_earlier_version_still_decodes() -> None:
     raw = b'{"crawl_id":"c","url":"https://a.example/","depth":1,"attempts":2,"etag":"e"}'
     assert QueuedUrl.decode(raw) == QueuedUrl("c", "https://a.example/", 1, attempts=2, etag="e")
+
+
+def test_a_first_time_entry_takes_the_short_form_and_version_1_still_decodes() -> None:
+    fresh = QueuedUrl("crawl", "https://a.example/é", 3, redirect_hops=1)
+    short = fresh.encode()
+    assert short[:1] == b"\x02"
+    # What earlier versions wrote for it: version 1, attempts 0, u16-length fields, 3 absent.
+    url = "https://a.example/é".encode()
+    long = (
+        b"\x01\x00\x00\x00\x03\x00\x01\x00\x00"
+        + b"\x00\x05crawl"
+        + len(url).to_bytes(2, "big")
+        + url
+        + b"\xff\xff" * 3
+    )
+    assert len(short) == len(long) - 10
+    assert QueuedUrl.decode(long) == QueuedUrl.decode(short) == fresh
+    assert QueuedUrl("c", "u", 0, attempts=1).encode()[:1] == b"\x01"
