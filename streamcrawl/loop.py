@@ -571,24 +571,22 @@ class ServiceLoop:
         topic = self.spec.changelog_topic
         if not transaction.writes or topic is None:
             return
-        send, sources = self._producer.send, transaction.sources
+        send = self._producer.send
         derived = self._derivation.tables if self._derivation is not None else frozenset()
-        prefixes: dict[str, bytes] = {}
         headers: dict[str, list[tuple[str, bytes]]] = {}
-        for entry, value in transaction.writes.items():
-            table, key = entry
+        for table, writes in transaction.writes.items():
             if table in derived:
                 continue  # rebuilt from the records it derives from on restore
-            prefix = prefixes.get(table)
-            if prefix is None:
-                prefix = prefixes[table] = changelog_key(table, b"")
-            source = sources.get(entry)
-            header = None
-            if source:
-                header = headers.get(source)
-                if header is None:
-                    header = headers[source] = [(SOURCE_HEADER, source.encode())]
-            send(topic, prefix + key, value, partition=partition, headers=header, report=report)
+            prefix = changelog_key(table, b"")
+            sources = transaction.sources[table]
+            for key, value in writes.items():
+                source = sources.get(key)
+                header = None
+                if source:
+                    header = headers.get(source)
+                    if header is None:
+                        header = headers[source] = [(SOURCE_HEADER, source.encode())]
+                send(topic, prefix + key, value, partition=partition, headers=header, report=report)
 
     def _commit_when_due(self, touched: set[TopicPartitionKey]) -> None:
         """A stateless service commits at most every `commit_interval_s`: a crash redoes at most

@@ -154,7 +154,7 @@ class ChangelogRestorer:
         start, high = span
         consumer.assign([TopicPartition(changelog_topic, partition, start)])
         read, applied = 0, 0
-        changes: dict[tuple[str, bytes], bytes | None] = {}
+        changes: dict[str, dict[bytes, bytes | None]] = {}
         last_offset = start - 1
         deadline = time.monotonic() + self._timeout_s
         try:
@@ -175,7 +175,7 @@ class ChangelogRestorer:
                         continue
                     table, key = split_changelog_key(message.key() or b"")
                     if derivation is None:
-                        changes[(table, key)] = message.value()
+                        changes.setdefault(table, {})[key] = message.value()
                     elif table not in derivation.tables:  # derived entries are rebuilt instead
                         _apply_derived(store, changes, derivation, table, key, message.value())
                     applied += 1
@@ -206,7 +206,7 @@ class ChangelogRestorer:
 
 def _apply_derived(
     store: PartitionStore,
-    changes: dict[tuple[str, bytes], bytes | None],
+    changes: dict[str, dict[bytes, bytes | None]],
     derivation: Derivation,
     table: str,
     key: bytes,
@@ -214,9 +214,10 @@ def _apply_derived(
 ) -> None:
     """Apply one changelog record and the derived writes it implies, against the value the key
     had before it (this batch's pending change, else the store's)."""
-    pending = changes.get((table, key), _ABSENT)
+    writes = changes.setdefault(table, {})
+    pending = writes.get(key, _ABSENT)
     old = store.get(table, key) if pending is _ABSENT else pending
     assert old is None or isinstance(old, bytes)
-    changes[(table, key)] = value
+    writes[key] = value
     for derived_table, derived_key, derived_value in derivation.derive(table, key, old, value):
-        changes[(derived_table, derived_key)] = derived_value
+        changes.setdefault(derived_table, {})[derived_key] = derived_value

@@ -125,18 +125,21 @@ class PartitionStore:
 
     def write(
         self,
-        changes: dict[tuple[str, bytes], bytes | None],
+        changes: dict[str, dict[bytes, bytes | None]],
         changelog_topic: str,
         changelog_offset: int | None,
     ) -> None:
-        """Apply changes and the changelog offset they reach in one atomic WriteBatch."""
+        """Apply changes, ``{table: {key: value or None for a delete}}``, and the changelog offset
+        they reach in one atomic WriteBatch."""
         batch = WriteBatch(raw_mode=True)
-        put, delete, handles = batch.put, batch.delete, self._handles
-        for (table, key), value in changes.items():
-            if value is None:
-                delete(key, handles[table])
-            else:
-                put(key, value, handles[table])
+        put, delete = batch.put, batch.delete
+        for table, writes in changes.items():
+            handle = self._handles[table]
+            for key, value in writes.items():
+                if value is None:
+                    delete(key, handle)
+                else:
+                    put(key, value, handle)
         if changelog_offset is not None:
             batch.put(CHANGELOG_TOPIC_KEY, changelog_topic.encode(), self._handles[META_TABLE])
             batch.put(
@@ -171,30 +174,45 @@ class Transaction:
 
     The loop keeps one per state partition per cycle and gives each message a child, merged into
     the parent only when the handler succeeds: a handler that fails leaves no half-written state.
-    `sources` remembers which input message last wrote each key, for the changelog header.
+
+    `writes` is ``{table: {key: value}}`` (value None: a delete); `sources` is ``{table: {key:
+    source}}``, the input message that last wrote each key, for the changelog header (absent: timer
+    work). A table is in both, and in `_keys`, from its first write in this layer on. Keeping one
+    dict per table, not one keyed by a (table, key) tuple, spares a tuple per write.
     """
 
     def __init__(self, parent: PartitionStore | Transaction) -> None:
         self.parent = parent
-        self.writes: dict[tuple[str, bytes], bytes | None] = {}
-        self.sources: dict[tuple[str, bytes], str] = {}
+        self.writes: dict[str, dict[bytes, bytes | None]] = {}
+        self.sources: dict[str, dict[bytes, str]] = {}
         self._keys: dict[str, _KeyIndex] = {}
 
+    def _table(self, table: str) -> dict[bytes, bytes | None]:
+        """This layer's writes of ``table``, created (with its sources and key index) if new."""
+        writes = self.writes.get(table)
+        if writes is None:
+            writes = self.writes[table] = {}
+            self.sources[table] = {}
+            self._keys[table] = _KeyIndex()
+        return writes
+
     def get(self, table: str, key: bytes) -> bytes | None:
-        if (table, key) in self.writes:
-            return self.writes[(table, key)]
+        writes = self.writes.get(table)
+        if writes is not None and key in writes:
+            return writes[key]
         return self.parent.get(table, key)
 
     def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
         """What `get` answers for each key, in order; the keys this layer did not write are read
         from the parent in one call (down to one RocksDB multi-get)."""
-        writes = self.writes
+        writes = self.writes.get(table)
+        if writes is None:
+            return self.parent.get_many(table, keys)
         values: list[bytes | None] = [None] * len(keys)
         missing: list[int] = []
         for index, key in enumerate(keys):
-            entry = (table, key)
-            if entry in writes:
-                values[index] = writes[entry]
+            if key in writes:
+                values[index] = writes[key]
             else:
                 missing.append(index)
         if missing:
@@ -206,18 +224,16 @@ class Transaction:
     def put(self, table: str, key: bytes, value: bytes | None, source: str | None) -> None:
         """Write `value` (None: delete) with the message that wrote it (None: timer work); the
         hottest call of every stateful service, so it is one function without helpers."""
-        entry = (table, key)
-        writes = self.writes
-        if entry not in writes:
-            index = self._keys.get(table)
-            if index is None:
-                index = self._keys[table] = _KeyIndex()
-            index.add(key)
-        writes[entry] = value
+        writes = self.writes.get(table)
+        if writes is None:
+            writes = self._table(table)
+        if key not in writes:
+            self._keys[table].add(key)
+        writes[key] = value
         if source is None:
-            self.sources.pop(entry, None)
+            self.sources[table].pop(key, None)
         else:
-            self.sources[entry] = source
+            self.sources[table][key] = source
 
     def delete(self, table: str, key: bytes, source: str | None) -> None:
         self.put(table, key, None, source)
@@ -241,49 +257,53 @@ class Transaction:
             sources = source
         if len(values) != len(keys):
             raise ValueError(f"{len(keys)} keys but {len(values)} values")
-        entries = [(table, key) for key in keys]
-        writes = self.writes
-        if not writes.keys().isdisjoint(entries) or len(set(keys)) != len(keys):
+        if not keys:
+            return  # no table entry: a layer with a table in `writes` has written to it
+        writes = self._table(table)
+        if not writes.keys().isdisjoint(keys) or len(set(keys)) != len(keys):
             for key, value, one in zip(keys, values, sources, strict=False):  # lengths checked
                 self.put(table, key, value, one)
             return
-        writes.update(zip(entries, values, strict=False))
+        writes.update(zip(keys, values, strict=False))
         if isinstance(source, str):
-            self.sources.update(dict.fromkeys(entries, source))
+            self.sources[table].update(dict.fromkeys(keys, source))
         elif source is not None:
-            self.sources.update(zip(entries, source, strict=False))
-        index = self._keys.get(table)
-        if index is None:
-            index = self._keys[table] = _KeyIndex()
-        index.extend(keys)
+            self.sources[table].update(zip(keys, source, strict=False))
+        self._keys[table].extend(keys)
 
     def merge_into_parent(self) -> None:
         parent = self.parent
         if not isinstance(parent, Transaction):
             raise StateError("a top-level transaction is written by the loop, not merged")
-        writes, sources = parent.writes, parent.sources
-        for entry, value in self.writes.items():
-            if entry not in writes:
-                index = parent._keys.get(entry[0])
-                if index is None:
-                    index = parent._keys[entry[0]] = _KeyIndex()
-                index.add(entry[1])
-            writes[entry] = value
-            source = self.sources.get(entry)
-            if source is None:
-                sources.pop(entry, None)
-            else:
-                sources[entry] = source
+        for table, writes in self.writes.items():
+            into = parent._table(table)
+            sources, into_sources = self.sources[table], parent.sources[table]
+            if into.keys().isdisjoint(writes):  # the common case: keys new to the parent,
+                parent._keys[table].extend(list(writes))  # so none of them has a source there
+                into.update(writes)
+                into_sources.update(sources)
+                continue
+            index = parent._keys[table]
+            for key, value in writes.items():
+                if key not in into:
+                    index.add(key)
+                into[key] = value
+                source = sources.get(key)
+                if source is None:
+                    into_sources.pop(key, None)
+                else:
+                    into_sources[key] = source
 
     def scan(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """The parent's entries merged with this layer's writes, in key order.
 
         The layer's keys are indexed per table (`_KeyIndex`), so a scan costs the keys under its
         prefix, not every write of the cycle."""
-        keys = self._keys.get(table)
-        writes = self.writes
+        writes = self.writes.get(table)
         pending = (
-            [] if keys is None else [(key, writes[(table, key)]) for key in keys.under(prefix)]
+            []
+            if writes is None
+            else [(key, writes[key]) for key in self._keys[table].under(prefix)]
         )
         index = 0
         for key, value in self.parent.scan(table, prefix):

@@ -417,7 +417,7 @@ class Frontier:
 
     def _write(self, transaction: Transaction) -> None:
         if transaction.writes:
-            self.changelog_offset += len(transaction.writes)
+            self.changelog_offset += sum(map(len, transaction.writes.values()))
             self.store.write(transaction.writes, "bench.changelog", self.changelog_offset)
 
     def recheck_all_hosts(self) -> Recheck:

@@ -242,8 +242,10 @@ def _run_cycles(
         outputs.extend(o.value for o in batch.outputs if o.value is not None)
         for _, rows in batch.rows:
             outputs.extend(value for _, value, _ in rows if value is not None)
-        writes = top.writes
-        cycle = CycleWrites([t for t, _ in writes], [k for _, k in writes], list(writes.values()))
+        cycle = CycleWrites([], [], [])
+        for table, writes in top.writes.items():
+            for key, value in writes.items():
+                cycle.append(table, key, value)
         cycle.append(META_TABLE, CHANGELOG_TOPIC_KEY, b"changelog")
         cycle.append(META_TABLE, CHANGELOG_OFFSET_KEY, str(offset).encode())
         cycles.append(cycle)

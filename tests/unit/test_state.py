@@ -15,7 +15,7 @@ def make_store(tmp_path: Path) -> PartitionStore:
 
 def test_scan_merges_pending_writes_in_key_order(tmp_path: Path) -> None:
     store = make_store(tmp_path)
-    store.write({("queue", b"a1"): b"1", ("queue", b"a3"): b"3", ("queue", b"b1"): b"x"}, "cl", 0)
+    store.write({"queue": {b"a1": b"1", b"a3": b"3", b"b1": b"x"}}, "cl", 0)
     cycle = Transaction(store)
     message = Transaction(cycle)
     table = Table(message, "queue", source="in:0:5")
@@ -26,7 +26,7 @@ def test_scan_merges_pending_writes_in_key_order(tmp_path: Path) -> None:
     assert cycle.get("queue", b"a2") is None
     message.merge_into_parent()
     assert cycle.get("queue", b"a2") == b"2"
-    assert cycle.sources[("queue", b"a2")] == "in:0:5"
+    assert cycle.sources["queue"][b"a2"] == "in:0:5"
     store.write(cycle.writes, "cl", 7)
     assert store.changelog_position() == ("cl", 7)
     assert [key for key, _ in store.scan("queue")] == [b"a0", b"a1", b"a2", b"b1"]
@@ -35,7 +35,7 @@ def test_scan_merges_pending_writes_in_key_order(tmp_path: Path) -> None:
 
 def test_store_survives_reopen(tmp_path: Path) -> None:
     store = make_store(tmp_path)
-    store.write({("queue", b"k"): b"v"}, "cl", 41)
+    store.write({"queue": {b"k": b"v"}}, "cl", 41)
     store.close()
     reopened = make_store(tmp_path)
     assert reopened.get("queue", b"k") == b"v"
@@ -45,9 +45,7 @@ def test_store_survives_reopen(tmp_path: Path) -> None:
 
 def test_get_many_reads_every_layer_in_key_order_of_the_request(tmp_path: Path) -> None:
     store = make_store(tmp_path)
-    store.write(
-        {("queue", b"a"): b"stored", ("queue", b"b"): b"old", ("queue", b"c"): b"c"}, "cl", 0
-    )
+    store.write({"queue": {b"a": b"stored", b"b": b"old", b"c": b"c"}}, "cl", 0)
     cycle = Transaction(store)
     cycle.put("queue", b"b", b"cycle", None)
     cycle.delete("queue", b"c", None)
@@ -64,7 +62,7 @@ def test_get_many_reads_every_layer_in_key_order_of_the_request(tmp_path: Path) 
 
 def test_put_many_is_put_of_each_key_with_its_source(tmp_path: Path) -> None:
     store = make_store(tmp_path)
-    store.write({("queue", b"b0"): b"stored"}, "cl", 0)
+    store.write({"queue": {b"b0": b"stored"}}, "cl", 0)
     bulk, single = Transaction(store), Transaction(store)
     bulk.put("queue", b"b2", b"first", "in:0:1")
     single.put("queue", b"b2", b"first", "in:0:1")
@@ -90,13 +88,13 @@ def test_put_many_is_put_of_each_key_with_its_source(tmp_path: Path) -> None:
         b"b5",
         b"b6",
     ]
-    assert ("queue", b"b3") not in bulk.sources
+    assert b"b3" not in bulk.sources["queue"]
     store.close()
 
 
 def test_put_many_with_a_source_per_key_and_deletes_is_put_of_each(tmp_path: Path) -> None:
     store = make_store(tmp_path)
-    store.write({("queue", b"c0"): b"stored"}, "cl", 0)
+    store.write({"queue": {b"c0": b"stored"}}, "cl", 0)
     bulk, single = Transaction(store), Transaction(store)
     # New keys only (the bulk path), then keys already written with a delete among them.
     batches: list[tuple[list[bytes], list[bytes | None], list[str]]] = [
@@ -109,7 +107,7 @@ def test_put_many_with_a_source_per_key_and_deletes_is_put_of_each(tmp_path: Pat
             single.put("queue", key, value, source)
         assert bulk.writes == single.writes and bulk.sources == single.sources
     assert list(bulk.scan("queue", b"c")) == [(b"c1", b"one"), (b"c2", b"2"), (b"c3", b"3")]
-    assert bulk.sources[("queue", b"c0")] == "in:0:4"
+    assert bulk.sources["queue"][b"c0"] == "in:0:4"
     store.close()
 
 
@@ -135,8 +133,8 @@ def test_the_memtables_of_every_store_share_one_budget(
     stores = [PartitionStore(tmp_path / f"p{n}", ("queue",), options) for n in range(2)]
     value = bytes(range(256)) * 16  # 4 KiB
     for cycle in range(48 * 16):
-        writes: dict[tuple[str, bytes], bytes | None] = {
-            ("queue", f"{cycle:06d}-{n:03d}".encode()): value for n in range(16)
+        writes: dict[str, dict[bytes, bytes | None]] = {
+            "queue": {f"{cycle:06d}-{n:03d}".encode(): value for n in range(16)}
         }
         stores[cycle % 2].write(writes, "cl", cycle)
 

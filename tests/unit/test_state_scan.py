@@ -25,11 +25,11 @@ def test_scans_see_store_and_layers_merged_in_key_order(tmp_path: Path, seed: in
     rng = random.Random(seed)
     store = PartitionStore(tmp_path, TABLES, StoreOptions(StateSettings()))
     expected: dict[bytes, bytes | None] = {}
-    stored: dict[tuple[str, bytes], bytes | None] = {}
+    stored: dict[bytes, bytes | None] = {}
     for index in range(200):
         key = random_key(rng)
-        stored[("queue", key)] = expected[key] = b"s%d" % index
-    store.write(stored, "changelog", None)
+        stored[key] = expected[key] = b"s%d" % index
+    store.write({"queue": stored}, "changelog", None)
     cycle = Transaction(store)
     for _ in range(rng.randint(1, 4)):
         child = Transaction(cycle)

@@ -279,7 +279,10 @@ class Simulation:
         self.handlers[partition].on_tick(tick)
         for produced in [*ctx.outputs, *tick.outputs]:
             self._route(produced)
-        restored = {k: v for k, v in cycle.writes.items() if k not in cycle.sources}
+        restored = {
+            table: {k: v for k, v in writes.items() if k not in cycle.sources[table]}
+            for table, writes in cycle.writes.items()
+        }
         self.stores[partition].write(restored, "changelog", None)
         self.restart(partition)
         self.queues[(topic, partition)].appendleft(output)

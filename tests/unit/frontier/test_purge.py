@@ -292,7 +292,7 @@ def test_a_prefix_walk_visits_every_key_in_order_on_any_budget(tmp_path: Path, b
         {bytes(rng.choice(b"\x00\x01\xff") for _ in range(rng.randint(1, 4))) for _ in range(60)}
     )
     store = PartitionStore(tmp_path / "p0", (DELAYED,), StoreOptions(StateSettings()))
-    store.write({(DELAYED, key): b"v" for key in keys}, "changelog", None)
+    store.write({DELAYED: {key: b"v" for key in keys}}, "changelog", None)
     walk = PrefixWalk.under(b"")
     visits: list[bytes] = []
     calls = 0

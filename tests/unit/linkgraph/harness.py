@@ -76,7 +76,11 @@ class GraphHarness:
         tick = Context(partition=partition, transaction=top)
         self.handler.on_tick(tick)
         assert not tick.outputs
-        self.last_sources = dict(top.sources)
+        self.last_sources = {
+            (table, key): source
+            for table, sources in top.sources.items()
+            for key, source in sources.items()
+        }
         self.stores[partition].write(top.writes, "changelog", None)
         return outputs
 

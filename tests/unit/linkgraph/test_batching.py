@@ -86,7 +86,7 @@ def test_an_in_link_meeting_corrupt_state_is_dead_lettered_and_the_rest_applied(
     try:
         graph.feed(page(1, TARGET), page(2, TARGET))
         bad_key = f"{TARGET}\thttps://s.example/2".encode()
-        graph.stores[0].write({(REVERSE, bad_key): b"not json"}, "changelog", None)
+        graph.stores[0].write({REVERSE: {bad_key: b"not json"}}, "changelog", None)
         anchors_before = graph.scan(0, ANCHORS)
         # A re-crawl of both sources; their in-links in one cycle, the corrupt one in between.
         recrawled = in_links(graph, page(11, TARGET, anchor="new"), from_url="https://s.example/1")

@@ -251,7 +251,7 @@ def test_a_failed_message_leaves_the_cached_node_as_it_was(tmp_path: Path) -> No
         for graph in graphs:
             graph.feed(page)
             # Corrupt in both (the clean graph never reads it back).
-            graph.stores[0].write({(FORWARD, bad_key): b"not json"}, "changelog", None)
+            graph.stores[0].write({FORWARD: {bad_key: b"not json"}}, "changelog", None)
         failed, clean = graphs
         failed.feed_in_cycles(first, second, other)
         clean.feed_in_cycles(first, other)

@@ -136,7 +136,7 @@ def test_a_new_target_crawled_in_the_same_batch_keeps_both_sides(graph: GraphHar
     graph.stores[0].write(top.writes, "changelog", None)
     target = node(graph)
     assert (target["crawled"], target["in_degree"], target["fetched_at"]) == (True, 2, 5000)
-    assert top.sources[(NODES, TARGET.encode())] == "links.by-target:0:102"
+    assert top.sources[NODES][TARGET.encode()] == "links.by-target:0:102"
 
 
 def test_an_edge_twice_in_one_run_reads_the_runs_own_write(graph: GraphHarness) -> None:

@@ -29,8 +29,8 @@ def test_a_node_is_written_once_a_cycle_with_the_last_source(tmp_path: Path) -> 
             cache.changed(cached, source)
         top = Transaction(store)
         cache.flush(top, stats)
-        assert list(top.writes) == [(NODES, b"https://a.example/")]
-        assert top.sources[(NODES, b"https://a.example/")] == "t:0:2"
+        assert {t: list(w) for t, w in top.writes.items()} == {NODES: [b"https://a.example/"]}
+        assert top.sources[NODES][b"https://a.example/"] == "t:0:2"
         assert stats.entries[NODES] == 1
         store.write(top.writes, "changelog", None)
         # Next cycle: still cached; a change back and forth to the same bytes writes nothing.
@@ -58,7 +58,7 @@ def test_the_cache_is_bounded_and_never_drops_a_change_unwritten(tmp_path: Path)
             cache.add(url, cached)
             cache.changed(cached, f"t:0:{n}")
         cache.flush(top, stats)
-        assert len(top.writes) == 20  # every change written before anything is forgotten
+        assert len(top.writes[NODES]) == 20  # every change written before anything is forgotten
         assert len(cache) == 6
         assert cache.get("https://a.example/19") is not None
         assert cache.get("https://a.example/0") is None
@@ -86,9 +86,9 @@ def test_restore_puts_back_the_node_and_its_pending_change(tmp_path: Path) -> No
         cache.restore(fresh, None)
         top = Transaction(store)
         cache.flush(top, stats)
-        assert list(top.writes) == [(NODES, url.encode())]
-        assert top.sources[(NODES, url.encode())] == "t:0:1"
-        raw = top.writes[(NODES, url.encode())]
+        assert {t: list(w) for t, w in top.writes.items()} == {NODES: [url.encode()]}
+        assert top.sources[NODES][url.encode()] == "t:0:1"
+        raw = top.writes[NODES][url.encode()]
         assert raw is not None
         node = NodeRecord.decode(raw)
         assert (node.in_total, node.crawl_ids) == (1, [])
