@@ -579,13 +579,13 @@ def run_bare(shape: Shape, root: Path, name: str = "bare") -> BareRun:
     for cycle in range(shape.cycles):
         urls, _, _ = meter.excluded(bare_inputs, shape, shape.cycle_messages(cycle))
         began = time.thread_time()
-        changes: dict[tuple[str, bytes], bytes | None] = {}
+        visited: dict[bytes, bytes | None] = {}
         for url in urls:
             canonical = canonical_url(url)
             if canonical is not None:
-                changes[("visited", url_fingerprint(canonical))] = canonical.encode()
+                visited[url_fingerprint(canonical)] = canonical.encode()
         began = meter.section("canonical+fingerprint", began)
-        store.write(changes, "bench.changelog", None)
+        store.write({"visited": visited}, "bench.changelog", None)
         meter.section("store.write", began)
         done += len(urls)
         progress(done, shape.urls, name)
