@@ -4,9 +4,9 @@ URLs come from a deterministic generator over ``--hosts`` hosts (``https://h{n}.
 eight shapes: dated articles, tracking parameters, dot segments, lowercase escapes, an upper-case
 host with the default port, fragments), all distinct after canonicalisation and made one cycle at a
 time, so the generator's memory stays flat. Message m holds ``--urls-per-message`` URLs of host
-``m mod hosts`` at depth 1 with a source page, as the parser sends them. One process, one run:
+``m mod hosts`` at depth 1 with a source page, as the parser sends them. One run:
 
-1. Frontier, run first so that ``ru_maxrss`` at its checkpoints is its own: a real
+1. Frontier, in this process, whose ``ru_maxrss`` at the checkpoints is thus its own: a real
    `FrontierHandler` over a real `PartitionStore` with the kernel's default `StoreOptions`, driven
    as `streamcrawl.loop.ServiceLoop` drives it minus Kafka. Per cycle of ``--batch-messages``
    messages (the loop's default batch): one top-level `Transaction`; each message decoded by the
@@ -25,18 +25,26 @@ time, so the generator's memory stays flat. Message m holds ``--urls-per-message
    is a duplicate, the common case in a real crawl, where most links point at pages seen before.
 2. Baseline, the bare cost: the same URL strings, `canonical_url` + `url_fingerprint` + one put per
    URL (fingerprint -> canonical URL) into a fresh `PartitionStore` with the same options, one
-   ``store.write`` per as many URLs as a frontier cycle carries.
+   ``store.write`` per as many URLs as a frontier cycle carries. Each baseline runs in a child
+   process of its own, in step with the frontier (`BareWorker`): after every ``BLOCK_CYCLES``
+   cycles of the frontier, and after its last, the baseline runs the same cycles while the
+   frontier waits. Run one after the other, the two sides saw different minutes of a machine
+   whose speed drifts by more than 10 % between runs (three runs of the same code gave 0.53,
+   0.46 and 0.46); in step, they see the same ones. Each side waits for its RocksDB to finish
+   every flush and compaction it has started or queued (`settle`) before the other's turn, so
+   its background work neither spills into the other's turn nor competes with it for the two
+   cores, and at the end all of it is counted; each process's CPU time is its own.
 
 The collector. A service runs with `streamcrawl.heap.settle_heap` applied once it has started
 (`streamcrawl.service.run_service`: what is alive then frozen, collections in larger batches), so
 the frontier runs under it here too (``--default-gc``: under the interpreter's defaults instead).
-The baseline runs as it always has, under the interpreter's defaults, and then once more under the
-service's settings (``bare, service collector``), so that the ratio is also given against a
-baseline that the same settings speed up, the stricter comparison.
+One baseline runs under the interpreter's defaults, a second one under the service's settings
+(``bare, service collector``), so that the ratio is also given against a baseline that the same
+settings speed up, the stricter comparison.
 
-Rates are URLs per CPU second of the process (all threads, so RocksDB's flushes and compactions
-count), input generation left out, i.e. per core; wall rates too. Target: frontier / bare >= 0.5
-(against both baselines).
+Rates are URLs per CPU second of each process (all threads, so RocksDB's flushes and compactions
+count), input generation left out, i.e. per core; wall rates too (a baseline's counts only its
+own runs). Target: frontier / bare >= 0.5 (against both baselines).
 Memory: current RSS (``/proc/self/statm``) and peak RSS (``ru_maxrss``) after a tenth of the URLs
 (0.5 M by default) and after all (5 M), target RSS(5 M) <= 1.5 x RSS(0.5 M), beside the deep size of
 the handler's structures (`HostHeap`, all of `PartitionMemory`) and RocksDB's own estimates. Not a
@@ -56,6 +64,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import random
 import resource
@@ -64,6 +73,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,7 +90,7 @@ from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState, StoredCrawlRequest
 from streamcrawl.clock import FakeClock
 from streamcrawl.handler import Context, Record
-from streamcrawl.heap import GC_THRESHOLDS, settled_heap
+from streamcrawl.heap import GC_THRESHOLDS, settle_heap, settled_heap
 from streamcrawl.recovery import source_header
 from streamcrawl.settings import LoopSettings, StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Transaction
@@ -90,6 +100,8 @@ TARGET_RSS_GROWTH = 1.5
 CRAWL_ID = "bench"
 PARTITION = 0
 CYCLE_MS = 10
+BLOCK_CYCLES = 10
+"""Cycles the frontier runs before the baselines run the same ones (500,000 URLs by default)."""
 """Fake time per cycle: short, so no sampled tick finds the 30 s parked-host recheck due before
 150 M URLs (``--recheck`` times that recheck on its own)."""
 START_MS = 1_700_000_000_000
@@ -185,6 +197,25 @@ def rss_bytes() -> int:
 
 def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+BACKGROUND_WORK = (
+    "rocksdb.num-running-compactions",
+    "rocksdb.num-running-flushes",
+    "rocksdb.compaction-pending",
+    "rocksdb.mem-table-flush-pending",
+)
+SETTLE_TIMEOUT_S = 300.0
+
+
+def settle(store: PartitionStore) -> None:
+    """Wait until RocksDB has no flush or compaction running or pending in ``store``: a side's
+    background work then runs while it is the side running, not into the other's turn."""
+    give_up = time.monotonic() + SETTLE_TIMEOUT_S
+    while any(store.int_property(name) for name in BACKGROUND_WORK):
+        if time.monotonic() > give_up:
+            raise SystemExit(f"RocksDB at {store.path} still busy after {SETTLE_TIMEOUT_S:.0f} s")
+        time.sleep(0.01)
 
 
 def deep_size(root: object) -> int:
@@ -460,14 +491,24 @@ class Frontier:
         self.store.close()
 
 
-def run_frontier(shape: Shape, root: Path, recheck: bool) -> FrontierRun:
-    """Admit every URL; memory (and one tick) measured in the cycles reaching a tenth and all."""
+def run_frontier(
+    shape: Shape, root: Path, recheck: bool, baselines: list[BareWorker]
+) -> FrontierRun:
+    """Admit every URL; memory (and one tick) measured in the cycles reaching a tenth and all.
+    After each `BLOCK_CYCLES` cycles, and after the last, each baseline runs the same cycles
+    while the frontier waits (outside its time)."""
     frontier = Frontier(root / "frontier", StoreOptions(StateSettings()), shape.urls)
     points = [frontier.memory_point("start", 0)]
     meter = Meter()
     admitted = 0
     checkpoints = (max(shape.urls // 10, 1), shape.urls)
+    block_start = 0
     for cycle in range(shape.cycles):
+        if cycle - block_start == BLOCK_CYCLES:
+            settle(frontier.store)
+            for baseline in baselines:
+                meter.excluded(baseline.run, range(block_start, cycle))
+            block_start = cycle
         messages = shape.cycle_messages(cycle)
         inputs, _, _ = meter.excluded(frontier_inputs, shape, messages, frontier.clock)
         before = admitted
@@ -483,7 +524,10 @@ def run_frontier(shape: Shape, root: Path, recheck: bool) -> FrontierRun:
             )
             points.append(point)
         progress(admitted, shape.urls, "frontier")
+    settle(frontier.store)
     cpu, wall = meter.totals()
+    for baseline in baselines:
+        baseline.run(range(block_start, shape.cycles))
     counters = frontier.counters()
     duplicates = resend_duplicates(frontier, shape)
     rechecked = frontier.recheck_all_hosts() if recheck else None
@@ -572,26 +616,98 @@ def run_release(root: Path) -> str:
 # ----- the bare baseline ----------------------------------------------------------------------
 
 
-def run_bare(shape: Shape, root: Path, name: str = "bare") -> BareRun:
-    store = PartitionStore(root / name, ("visited",), StoreOptions(StateSettings()))
-    meter = Meter()
-    done = 0
-    for cycle in range(shape.cycles):
-        urls, _, _ = meter.excluded(bare_inputs, shape, shape.cycle_messages(cycle))
-        began = time.thread_time()
-        visited: dict[bytes, bytes | None] = {}
-        for url in urls:
-            canonical = canonical_url(url)
-            if canonical is not None:
-                visited[url_fingerprint(canonical)] = canonical.encode()
-        began = meter.section("canonical+fingerprint", began)
-        store.write({"visited": visited}, "bench.changelog", None)
-        meter.section("store.write", began)
-        done += len(urls)
-        progress(done, shape.urls, name)
-    cpu, wall = meter.totals()
-    store.close()
-    return BareRun(cpu, wall, meter.sections)
+class Bare:
+    """The bare cost of the module docstring, run a range of cycles at a time."""
+
+    def __init__(self, shape: Shape, root: Path, name: str) -> None:
+        self.shape = shape
+        self.name = name
+        self.store = PartitionStore(root / name, ("visited",), StoreOptions(StateSettings()))
+        self.meter = Meter()
+        self.done = 0
+        self.wall = 0.0
+        """Wall seconds inside `run`: a worker waits for the frontier between its runs."""
+
+    def run(self, cycles: range) -> None:
+        shape, meter = self.shape, self.meter
+        started = time.perf_counter()
+        for cycle in cycles:
+            urls, _, _ = meter.excluded(bare_inputs, shape, shape.cycle_messages(cycle))
+            began = time.thread_time()
+            visited: dict[bytes, bytes | None] = {}
+            for url in urls:
+                canonical = canonical_url(url)
+                if canonical is not None:
+                    visited[url_fingerprint(canonical)] = canonical.encode()
+            began = meter.section("canonical+fingerprint", began)
+            self.store.write({"visited": visited}, "bench.changelog", None)
+            meter.section("store.write", began)
+            self.done += len(urls)
+            progress(self.done, shape.urls, self.name)
+        settle(self.store)
+        self.wall += time.perf_counter() - started
+
+    def finish(self) -> BareRun:
+        cpu, _ = self.meter.totals()
+        self.store.close()
+        return BareRun(cpu, self.wall - self.meter.excluded_wall, self.meter.sections)
+
+
+class BareWorker:
+    """A `Bare` baseline in a child process of its own, run in step with the frontier: told to
+    run the cycles the frontier has just run, it runs them and answers, while the frontier waits.
+    So both see the machine of the same minutes (its speed drifts by more than 10 % between runs
+    of a few minutes here), and each process's CPU time is its own, RocksDB's threads included,
+    whenever they run. ``service_gc``: under the services' collector settings."""
+
+    def __init__(self, shape: Shape, root: Path, name: str, service_gc: bool) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(
+            target=bare_worker_main,
+            args=(shape, str(root), name, service_gc, child),
+            name=f"bench-{name}",
+            daemon=True,
+        )
+        self._process.start()
+        child.close()
+        self._receive()  # ready
+
+    def run(self, cycles: range) -> None:
+        self._conn.send(("run", cycles.start, cycles.stop))
+        self._receive()
+
+    def finish(self) -> BareRun:
+        self._conn.send(("finish", 0, 0))
+        run: BareRun = self._receive()
+        self._process.join(60)
+        return run
+
+    def _receive(self) -> Any:
+        if not self._conn.poll(WORKER_TIMEOUT_S):
+            self._process.kill()
+            raise SystemExit("a bare baseline worker stopped answering")
+        return self._conn.recv()
+
+
+WORKER_TIMEOUT_S = 600.0
+"""Longer than any block of cycles takes; only bounds a worker that died."""
+
+
+def bare_worker_main(
+    shape: Shape, root: str, name: str, service_gc: bool, conn: Connection
+) -> None:
+    if service_gc:
+        settle_heap()
+    bare = Bare(shape, Path(root), name)
+    conn.send("ready")
+    while True:
+        command, start, stop = conn.recv()
+        if command == "finish":
+            conn.send(bare.finish())
+            return
+        bare.run(range(start, stop))
+        conn.send("done")
 
 
 def bare_inputs(shape: Shape, messages: range) -> list[str]:
@@ -721,14 +837,14 @@ def main() -> int:
     shape = Shape(args.urls, args.hosts, args.urls_per_message, args.batch_messages)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(dir=args.state_dir) as tmp:
-        with contextlib.nullcontext() if args.default_gc else settled_heap():
-            frontier = run_frontier(shape, Path(tmp), args.recheck)
-        check_admissions(shape, frontier.counters)
-        bare = run_bare(shape, Path(tmp))
-        bare_service = None
+        baselines = [BareWorker(shape, Path(tmp), "bare", service_gc=False)]
         if not args.default_gc:
-            with settled_heap():
-                bare_service = run_bare(shape, Path(tmp), "bare-service")
+            baselines.append(BareWorker(shape, Path(tmp), "bare-service", service_gc=True))
+        with contextlib.nullcontext() if args.default_gc else settled_heap():
+            frontier = run_frontier(shape, Path(tmp), args.recheck, baselines)
+        bare, *others = [baseline.finish() for baseline in baselines]
+        bare_service = others[0] if others else None
+        check_admissions(shape, frontier.counters)
         released = run_release(Path(tmp)) if args.release else None
     gc_note = (
         "the interpreter's defaults"
@@ -746,4 +862,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Through the module's own name, so that what crosses to the baseline workers pickles as
+    # tests.bench.bench_frontier.X on both sides rather than as __main__.X.
+    from tests.bench.bench_frontier import main as run_main
+
+    sys.exit(run_main())
