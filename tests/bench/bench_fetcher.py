@@ -15,9 +15,10 @@ result is a table. Not a test: nothing asserts a duration.
    the baseline's semaphore does. robots.txt stays on (one 404 per host). More rows locate the
    cost: `fetcher.http.fetch` in the bare loop, the dispatcher with at most ``SERVICE_WINDOW``
    requests outstanding, with requests spread over ``MANY_HOSTS`` host names, and with a host name
-   of its own for every request. Rounds interleave the variants; a variant's figure is the
-   median of its per-round ratios to the same round's baseline (the machine is shared, so a round's
-   conditions hold for all of its variants, not across rounds). GC: the dispatcher runs under the
+   of its own for every request. Rounds interleave the variants, each round starting at the next
+   variant in turn; a variant's figure is the median of its per-round ratios to the same round's
+   baseline (the machine is shared, so a round's conditions hold for all of its variants, not
+   across rounds). GC: the dispatcher runs under the
    service's collector settings (`streamcrawl.heap.settle_heap`), the baseline under the
    interpreter's defaults and once more under the service's. Target:
    dispatcher (all at once) / baseline >= 0.7.
@@ -663,9 +664,13 @@ def measure_throughput(requests: int, rounds: int, concurrency: int) -> Throughp
         }
         asyncio.run(bare_aiohttp(urls[: HOSTS * 20], concurrency))  # warm-up
         runs: dict[str, list[Run]] = {name: [] for name in variants}
-        for _ in range(rounds):
-            for name, variant in variants.items():
-                runs[name].append(variant())
+        names = list(variants)
+        for round_number in range(rounds):
+            # Each round starts at another variant, so that none always runs first (or right
+            # after the same neighbour) and carries whatever that position costs.
+            shift = round_number % len(names)
+            for name in names[shift:] + names[:shift]:
+                runs[name].append(variants[name]())
                 gc.collect()
     finally:
         servers.stop()
