@@ -40,7 +40,10 @@ The collector. A service runs with `streamcrawl.heap.settle_heap` applied once i
 the frontier runs under it here too (``--default-gc``: under the interpreter's defaults instead).
 One baseline runs under the interpreter's defaults, a second one under the service's settings
 (``bare, service collector``), so that the ratio is also given against a baseline that the same
-settings speed up, the stricter comparison.
+settings speed up, the stricter comparison. The frontier, like every service's loop, and the
+second baseline also give free memory back to the system every ``GIVE_BACK_EVERY_S`` of their
+running time (`streamcrawl.allocator`), which keeps RSS to what the process holds rather than the
+most it ever held; the calls are counted in their CPU.
 
 Rates are URLs per CPU second of each process (all threads, so RocksDB's flushes and compactions
 count), input generation left out, i.e. per core; wall rates too (a baseline's counts only its
@@ -88,6 +91,7 @@ from frontier.records import CRAWL, TABLES, TALLY, CrawlRecord, decode_tally
 from frontier.session import PartitionMemory
 from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState, StoredCrawlRequest
+from streamcrawl.allocator import GIVE_BACK_EVERY_S, give_back_free_memory
 from streamcrawl.clock import FakeClock
 from streamcrawl.handler import Context, Record
 from streamcrawl.heap import GC_THRESHOLDS, settle_heap, settled_heap
@@ -503,6 +507,7 @@ def run_frontier(
     admitted = 0
     checkpoints = (max(shape.urls // 10, 1), shape.urls)
     block_start = 0
+    give_back = GiveBack()
     for cycle in range(shape.cycles):
         if cycle - block_start == BLOCK_CYCLES:
             settle(frontier.store)
@@ -517,6 +522,7 @@ def run_frontier(
         if reached:
             meter.excluded(frontier.park_woken_hosts)
         tick_cpu, tick_hosts = frontier.cycle(inputs, meter, tick=reached)
+        give_back.when_due()
         if reached:
             label = f"{admitted / 1e6:g} M"
             point, _, _ = meter.excluded(
@@ -616,12 +622,26 @@ def run_release(root: Path) -> str:
 # ----- the bare baseline ----------------------------------------------------------------------
 
 
+class GiveBack:
+    """`give_back_free_memory` every `GIVE_BACK_EVERY_S`, as the service loop calls it."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+    def when_due(self) -> None:
+        now = time.monotonic()
+        if now - self.last > GIVE_BACK_EVERY_S:
+            give_back_free_memory()
+            self.last = now
+
+
 class Bare:
     """The bare cost of the module docstring, run a range of cycles at a time."""
 
-    def __init__(self, shape: Shape, root: Path, name: str) -> None:
+    def __init__(self, shape: Shape, root: Path, name: str, give_back: bool) -> None:
         self.shape = shape
         self.name = name
+        self.give_back = GiveBack() if give_back else None
         self.store = PartitionStore(root / name, ("visited",), StoreOptions(StateSettings()))
         self.meter = Meter()
         self.done = 0
@@ -642,6 +662,8 @@ class Bare:
             began = meter.section("canonical+fingerprint", began)
             self.store.write({"visited": visited}, "bench.changelog", None)
             meter.section("store.write", began)
+            if self.give_back is not None:
+                self.give_back.when_due()
             self.done += len(urls)
             progress(self.done, shape.urls, self.name)
         settle(self.store)
@@ -699,7 +721,7 @@ def bare_worker_main(
 ) -> None:
     if service_gc:
         settle_heap()
-    bare = Bare(shape, Path(root), name)
+    bare = Bare(shape, Path(root), name, give_back=service_gc)
     conn.send("ready")
     while True:
         command, start, stop = conn.recv()
