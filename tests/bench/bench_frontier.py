@@ -104,10 +104,10 @@ TARGET_RSS_GROWTH = 1.5
 CRAWL_ID = "bench"
 PARTITION = 0
 CYCLE_MS = 10
-BLOCK_CYCLES = 10
-"""Cycles the frontier runs before the baselines run the same ones (500,000 URLs by default)."""
 """Fake time per cycle: short, so no sampled tick finds the 30 s parked-host recheck due before
 150 M URLs (``--recheck`` times that recheck on its own)."""
+BLOCK_CYCLES = 10
+"""Cycles the frontier runs before the baselines run the same ones (500,000 URLs by default)."""
 START_MS = 1_700_000_000_000
 MIB = 1024 * 1024
 
