@@ -18,10 +18,9 @@ result is a table. Not a test: nothing asserts a duration.
    of its own for every request. Rounds interleave the variants, each round starting at the next
    variant in turn; a variant's figure is the median of its per-round ratios to the same round's
    baseline (the machine is shared, so a round's conditions hold for all of its variants, not
-   across rounds). GC: the dispatcher runs under the
-   service's collector settings (`streamcrawl.heap.settle_heap`), the baseline under the
-   interpreter's defaults and once more under the service's. Target:
-   dispatcher (all at once) / baseline >= 0.7.
+   across rounds). GC: the dispatcher runs under the service's collector settings
+   (`streamcrawl.heap.settle_heap`), the baseline under the interpreter's defaults and once more
+   under the service's. Target: dispatcher (all at once) / baseline >= 0.7.
 2. Politeness accuracy. ``POLITE_HOSTS`` servers record each request's arrival; every request asks
    for ``POLITE_DELAY_S`` (d). A host this process has not served waits one delay before its
    first request, which is robots.txt, so k pages take k + 1 requests ideally starting at d, 2d,
