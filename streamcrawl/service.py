@@ -17,7 +17,7 @@ from confluent_kafka import Consumer
 
 from schemas import deadletter, members
 from schemas.registry import changelog_topic
-from streamcrawl.allocator import GIVE_BACK_EVERY_S, give_back_free_memory
+from streamcrawl.allocator import GiveBack
 from streamcrawl.crashpoints import CrashPoints
 from streamcrawl.handler import Handler
 from streamcrawl.heap import settle_heap
@@ -127,19 +127,18 @@ def run_service(
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    last_lag = last_give_back = 0.0
+    last_lag = 0.0
     announced_ready = False
+    give_back = GiveBack()  # streamcrawl.allocator
 
     def on_cycle() -> None:
-        nonlocal last_lag, last_give_back, announced_ready
+        nonlocal last_lag, announced_ready
         membership.publish(loop.assignment(), loop.ready)
         now = time.monotonic()
         if now - last_lag > LAG_REFRESH_S:
             loop.update_lag()
             last_lag = now
-        if now - last_give_back > GIVE_BACK_EVERY_S:
-            give_back_free_memory()  # streamcrawl.allocator
-            last_give_back = now
+        give_back.when_due()
         if loop.ready and not announced_ready:
             announced_ready = True
             if on_ready is not None:

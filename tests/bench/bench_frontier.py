@@ -91,7 +91,7 @@ from frontier.records import CRAWL, TABLES, TALLY, CrawlRecord, decode_tally
 from frontier.session import PartitionMemory
 from schemas.canonical import canonical_url, url_fingerprint
 from schemas.crawls import CrawlState, StoredCrawlRequest
-from streamcrawl.allocator import GIVE_BACK_EVERY_S, give_back_free_memory
+from streamcrawl.allocator import GiveBack
 from streamcrawl.clock import FakeClock
 from streamcrawl.handler import Context, Record
 from streamcrawl.heap import GC_THRESHOLDS, settle_heap, settled_heap
@@ -620,19 +620,6 @@ def run_release(root: Path) -> str:
 
 
 # ----- the bare baseline ----------------------------------------------------------------------
-
-
-class GiveBack:
-    """`give_back_free_memory` every `GIVE_BACK_EVERY_S`, as the service loop calls it."""
-
-    def __init__(self) -> None:
-        self.last = time.monotonic()
-
-    def when_due(self) -> None:
-        now = time.monotonic()
-        if now - self.last > GIVE_BACK_EVERY_S:
-            give_back_free_memory()
-            self.last = now
 
 
 class Bare:
