@@ -66,6 +66,7 @@ class StoreOptions:
         options.create_missing_column_families(True)
         options.set_write_buffer_size(self._settings.write_buffer_bytes)
         options.set_max_write_buffer_number(self._settings.max_write_buffers)
+        options.set_target_file_size_base(self._settings.target_file_bytes)
         options.set_write_buffer_manager(self._memtables)
         options.set_compression_type(DBCompressionType.zstd())
         options.set_max_background_jobs(2)

@@ -1,5 +1,6 @@
 """Per-partition stores and their layered transactions, without a broker."""
 
+import random
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,39 @@ def test_the_memtables_of_every_store_share_one_budget(
         assert store.get("queue", f"{n:06d}-000".encode()) == value
     for store in stores:
         store.close()
+
+
+@pytest.mark.parametrize("target_mib, at_least, at_most", [(1, 8, 1_000), (64, 1, 2)])
+def test_compactions_cut_their_output_into_files_of_the_target_size(
+    tmp_path: Path, target_mib: int, at_least: int, at_most: int
+) -> None:
+    """16 MiB of incompressible values through 1 MiB memtables, every memtable's keys spread
+    over the whole key range (so level-0 files overlap and are merged, not moved): compactions
+    out of level 0 write files of at most the target size, so a compaction's in-memory filter
+    and index are those of one such file (`StateSettings.target_file_bytes`)."""
+    settings = StateSettings(
+        write_buffer_bytes=1024 * 1024, target_file_bytes=target_mib * 1024 * 1024
+    )
+    store = PartitionStore(tmp_path / "p0", ("queue",), StoreOptions(settings))
+    values = random.Random(7)
+    for cycle in range(64):
+        writes: dict[str, dict[bytes, bytes | None]] = {
+            "queue": {f"{n:03d}-{cycle:03d}".encode(): values.randbytes(4096) for n in range(64)}
+        }
+        store.write(writes, "cl", cycle)
+
+    def compacted() -> bool:
+        return (
+            store.int_property("rocksdb.num-running-compactions") == 0
+            and store.int_property("rocksdb.compaction-pending") == 0
+            and store.int_property("rocksdb.num-running-flushes") == 0
+            and store.int_property("rocksdb.num-files-at-level0") < 4
+        )
+
+    wait_for(compacted, 30, "the compactions the writes triggered")
+    below_level0 = sum(
+        store.int_property(f"rocksdb.num-files-at-level{level}") for level in range(1, 7)
+    )
+    assert at_least <= below_level0 <= at_most
+    assert store.get("queue", b"000-000") is not None
+    store.close()
