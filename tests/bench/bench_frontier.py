@@ -48,9 +48,10 @@ most it ever held; the calls are counted in their CPU.
 Rates are URLs per CPU second of each process (all threads, so RocksDB's flushes and compactions
 count), input generation left out, i.e. per core; wall rates too (a baseline's counts only its
 own runs). Target: frontier / bare >= 0.5 (against both baselines).
-Memory: current RSS (``/proc/self/statm``) and peak RSS (``ru_maxrss``) after a tenth of the URLs
-(0.5 M by default) and after all (5 M), target RSS(5 M) <= 1.5 x RSS(0.5 M), beside the deep size of
-the handler's structures (`HostHeap`, all of `PartitionMemory`) and RocksDB's own estimates. Not a
+Memory: current RSS (``/proc/self/statm``) and peak RSS (``ru_maxrss``) after each tenth of the URLs
+(0.5 M, 1 M, ... 5 M by default), so that the curve shows where it levels off, target RSS(5 M) <=
+1.5 x RSS(0.5 M), beside the deep size of the handler's structures (`HostHeap`, all of
+`PartitionMemory`) and RocksDB's own estimates. Not a
 test: nothing asserts a duration; the run fails only if the frontier did not queue every URL exactly
 once, since it would then have measured something else.
 
@@ -498,14 +499,14 @@ class Frontier:
 def run_frontier(
     shape: Shape, root: Path, recheck: bool, baselines: list[BareWorker]
 ) -> FrontierRun:
-    """Admit every URL; memory (and one tick) measured in the cycles reaching a tenth and all.
+    """Admit every URL; memory (and one tick) measured in the cycles reaching each tenth.
     After each `BLOCK_CYCLES` cycles, and after the last, each baseline runs the same cycles
     while the frontier waits (outside its time)."""
     frontier = Frontier(root / "frontier", StoreOptions(StateSettings()), shape.urls)
     points = [frontier.memory_point("start", 0)]
     meter = Meter()
     admitted = 0
-    checkpoints = (max(shape.urls // 10, 1), shape.urls)
+    checkpoints = sorted({max(shape.urls * tenth // 10, 1) for tenth in range(1, 11)})
     block_start = 0
     give_back = GiveBack()
     for cycle in range(shape.cycles):
@@ -815,7 +816,7 @@ def report(
         )
     print("(MiB; heap entries include stale ones; RocksDB's own estimates, all tables)")
     if len(frontier.points) >= 3:
-        tenth, full = frontier.points[-2], frontier.points[-1]
+        tenth, full = frontier.points[1], frontier.points[-1]
         print(
             f"RSS at {full.label} / RSS at {tenth.label}: {full.rss / tenth.rss:.2f}"
             f" (peak: {full.peak / tenth.peak:.2f}); target <= {TARGET_RSS_GROWTH}"
