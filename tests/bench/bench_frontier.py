@@ -49,10 +49,10 @@ Rates are URLs per CPU second of each process (all threads, so RocksDB's flushes
 count), input generation left out, i.e. per core; wall rates too (a baseline's counts only its
 own runs). Target: frontier / bare >= 0.5 (against both baselines).
 Memory: current RSS (``/proc/self/statm``) and peak RSS (``ru_maxrss``) after each tenth of the URLs
-(0.5 M, 1 M, ... 5 M by default), so that the curve shows where it levels off, target RSS(5 M) <=
-1.5 x RSS(0.5 M), beside the deep size of the handler's structures (`HostHeap`, all of
-`PartitionMemory`) and RocksDB's own estimates. Not a
-test: nothing asserts a duration; the run fails only if the frontier did not queue every URL exactly
+(0.5 M, 1 M, ... 5 M by default, so that the curve shows what grows), target RSS(5 M) <= 1.5 x
+RSS(0.5 M), beside the deep size of the handler's structures (`HostHeap`, all of
+`PartitionMemory`) and RocksDB's own estimates (memtables, table readers, block cache). Not a test:
+nothing asserts a duration; the run fails only if the frontier did not queue every URL exactly
 once, since it would then have measured something else.
 
 ``--release`` then times the release path on its own, in a fresh store with the crawl *active*
