@@ -36,6 +36,12 @@ from streamcrawl.settings import StateSettings
 META_TABLE = "__meta__"
 CHANGELOG_OFFSET_KEY = b"changelog_offset"
 CHANGELOG_TOPIC_KEY = b"changelog_topic"
+BACKGROUND_WORK = (
+    "rocksdb.num-running-compactions",
+    "rocksdb.num-running-flushes",
+    "rocksdb.compaction-pending",
+    "rocksdb.mem-table-flush-pending",
+)
 KEY_SEPARATOR = b"\x00"
 """Changelog keys are table name, NUL, key: one compacted topic serves every table of a role."""
 
@@ -155,6 +161,11 @@ class PartitionStore:
         """A RocksDB integer property summed over the tables, e.g.
         ``rocksdb.cur-size-all-mem-tables`` (0 where a table does not report it)."""
         return sum(family.property_int_value(name) or 0 for family in self._families.values())
+
+    def background_work(self) -> int:
+        """Flushes and compactions RocksDB is running or has queued, over all the tables (0:
+        nothing left to do in the background)."""
+        return sum(map(self.int_property, BACKGROUND_WORK))
 
     def close(self) -> None:
         """Flush and release the directory lock; column family views must go first."""

@@ -204,12 +204,6 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-BACKGROUND_WORK = (
-    "rocksdb.num-running-compactions",
-    "rocksdb.num-running-flushes",
-    "rocksdb.compaction-pending",
-    "rocksdb.mem-table-flush-pending",
-)
 SETTLE_TIMEOUT_S = 300.0
 
 
@@ -217,7 +211,7 @@ def settle(store: PartitionStore) -> None:
     """Wait until RocksDB has no flush or compaction running or pending in ``store``: a side's
     background work then runs while it is the side running, not into the other's turn."""
     give_up = time.monotonic() + SETTLE_TIMEOUT_S
-    while any(store.int_property(name) for name in BACKGROUND_WORK):
+    while store.background_work():
         if time.monotonic() > give_up:
             raise SystemExit(f"RocksDB at {store.path} still busy after {SETTLE_TIMEOUT_S:.0f} s")
         time.sleep(0.01)

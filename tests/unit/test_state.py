@@ -178,15 +178,7 @@ def test_compactions_cut_their_output_into_files_of_the_target_size(
         }
         store.write(writes, "cl", cycle)
 
-    def compacted() -> bool:
-        return (
-            store.int_property("rocksdb.num-running-compactions") == 0
-            and store.int_property("rocksdb.compaction-pending") == 0
-            and store.int_property("rocksdb.num-running-flushes") == 0
-            and store.int_property("rocksdb.num-files-at-level0") < 4
-        )
-
-    wait_for(compacted, 30, "the compactions the writes triggered")
+    wait_for(lambda: store.background_work() == 0, 30, "the compactions the writes triggered")
     below_level0 = sum(
         store.int_property(f"rocksdb.num-files-at-level{level}") for level in range(1, 7)
     )
