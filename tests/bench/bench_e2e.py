@@ -45,6 +45,7 @@ from streamcrawl.topics import create_topics
 from streamcrawl.watch import CrawlWatcher
 from tests.bench.stage_metrics import (
     StageSampler,
+    changelog_tables,
     dead_letter_reasons,
     proc_usage,
     topic_records,
@@ -164,15 +165,7 @@ def run_pipeline(
         usage = {i.instance_id: proc_usage(i.process.pid) for i in stack.live() if i.running}
         sampler_out.extend(sampler.report())
         pages_fetched = max(1, len(site.snapshot()) - since)
-        records = topic_records(bootstrap, deployment.prefix)
-        sampler_out += ["", "Records written per topic:", ""]
-        sampler_out += ["| topic | records | per page served |", "|---|---:|---:|"]
-        for topic, count in sorted(records.items(), key=lambda item: -item[1]):
-            sampler_out.append(f"| {topic} | {count} | {count / pages_fetched:.1f} |")
-        if records.get("deadletter"):
-            sampler_out += ["", "Dead letters by stage, source topic and reason:", ""]
-            letters = dead_letter_reasons(bootstrap, deployment.topic("deadletter"))
-            sampler_out += [f"- {count} x {name}" for name, count in sorted(letters.items())]
+        sampler_out += topic_report(bootstrap, deployment, pages_fetched)
     finally:
         stack.stop()
     pages, wall_s = arrival_window(site, since)
@@ -187,6 +180,29 @@ def run_pipeline(
             f"not built, left out: {', '.join(stack.not_built()) or 'none'}",
         ],
     )
+
+
+def topic_report(bootstrap: str, deployment: Deployment, pages_fetched: int) -> list[str]:
+    """Records written per topic, the changelogs' by state table, and the dead letters' reasons."""
+    lines: list[str] = []
+    records = topic_records(bootstrap, deployment.prefix)
+    lines += ["", "Records written per topic:", ""]
+    lines += ["| topic | records | per page served |", "|---|---:|---:|"]
+    for topic, count in sorted(records.items(), key=lambda item: -item[1]):
+        lines.append(f"| {topic} | {count} | {count / pages_fetched:.1f} |")
+    lines += ["", "Changelog records by state table (puts / deletes):", ""]
+    lines += ["| changelog | table | puts | deletes | per page served |"]
+    lines += ["|---|---|---:|---:|---:|"]
+    for topic in sorted(name for name in records if name.startswith("changelog.")):
+        tables = changelog_tables(bootstrap, deployment.topic(topic))
+        for table, (puts, deletes) in sorted(tables.items(), key=lambda item: -sum(item[1])):
+            per_page = (puts + deletes) / pages_fetched
+            lines.append(f"| {topic} | {table} | {puts} | {deletes} | {per_page:.1f} |")
+    if records.get("deadletter"):
+        lines += ["", "Dead letters by stage, source topic and reason:", ""]
+        letters = dead_letter_reasons(bootstrap, deployment.topic("deadletter"))
+        lines += [f"- {count} x {name}" for name, count in sorted(letters.items())]
+    return lines
 
 
 def write_results(

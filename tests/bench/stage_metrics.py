@@ -14,15 +14,17 @@ import re
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from schemas.deadletter import DeadLetter
 
 _SAMPLE = re.compile(
-    r"^(streamcrawl_(\w+?)_(messages_in_total|consumer_lag_messages))\{[^}]*\} (\S+)$"
+    r"^(streamcrawl_(\w+?)_(messages_in_total|consumer_lag_messages|cycle_seconds_count))"
+    r"(?:\{[^}]*\})? (\S+)$"
 )
 
 
@@ -46,6 +48,8 @@ class _Series:
     last: tuple[float, float] | None = None
     max_lag: float = 0.0
     busy_until: float = 0.0
+    cycles: tuple[float, float] = (0.0, 0.0)
+    """Loop cycles at the first and the latest sample."""
 
 
 @dataclass
@@ -63,36 +67,44 @@ class StageSampler:
                     text = response.read().decode()
             except (urllib.error.URLError, OSError):
                 continue
-            consumed, lag = 0.0, 0.0
+            consumed, lag, cycles = 0.0, 0.0, 0.0
             role = instance.rpartition("-")[0]
             for line in text.splitlines():
                 match = _SAMPLE.match(line)
                 if match is None or match.group(2) != role:
                     continue
+                value = float(match.group(4))
                 if match.group(3) == "messages_in_total":
-                    consumed += float(match.group(4))
+                    consumed += value
+                elif match.group(3) == "cycle_seconds_count":
+                    cycles += value
                 else:
-                    lag += float(match.group(4))
+                    lag += value
             series = self.series.setdefault(instance, _Series())
             if series.first is None:
                 series.first = (now, consumed)
+                series.cycles = (cycles, cycles)
             if series.last is None or consumed > series.last[1]:
                 series.busy_until = now
             series.last = (now, consumed)
+            series.cycles = (series.cycles[0], cycles)
             series.max_lag = max(series.max_lag, lag)
 
     def report(self) -> list[str]:
         rows = [
-            "| instance | messages in | messages/s while busy | largest lag |",
-            "|---|---:|---:|---:|",
+            "| instance | messages in | messages/s while busy | loop cycles | messages per cycle |"
+            " largest lag |",
+            "|---|---:|---:|---:|---:|---:|",
         ]
         for instance, series in sorted(self.series.items()):
             if series.first is None or series.last is None:
                 continue
             consumed = series.last[1] - series.first[1]
             busy = max(series.busy_until - series.first[0], 1e-6)
+            cycles = series.cycles[1] - series.cycles[0]
             rows.append(
-                f"| {instance} | {consumed:.0f} | {consumed / busy:.1f} | {series.max_lag:.0f} |"
+                f"| {instance} | {consumed:.0f} | {consumed / busy:.1f} | {cycles:.0f} |"
+                f" {consumed / max(cycles, 1):.1f} | {series.max_lag:.0f} |"
             )
         return rows
 
@@ -119,17 +131,33 @@ def topic_records(bootstrap: str, prefix: str) -> dict[str, int]:
     return counts
 
 
-def dead_letter_reasons(bootstrap: str, topic: str, limit: int = 100_000) -> dict[str, int]:
-    """Dead letters on `topic` counted by stage, source topic and the first words of the error."""
+def changelog_tables(
+    bootstrap: str, topic: str, limit: int = 5_000_000
+) -> dict[str, tuple[int, int]]:
+    """Records of one changelog topic by the state table they belong to (the key up to its NUL,
+    `streamcrawl.state.changelog_key`): (puts, deletes) per table, the whole topic read."""
+    counts: dict[str, tuple[int, int]] = {}
+    for message in _read_whole(bootstrap, topic, limit):
+        table = (message.key() or b"").partition(b"\x00")[0].decode(errors="replace")
+        puts, deletes = counts.get(table, (0, 0))
+        if message.value() is None:
+            deletes += 1
+        else:
+            puts += 1
+        counts[table] = (puts, deletes)
+    return counts
+
+
+def _read_whole(bootstrap: str, topic: str, limit: int) -> Iterator[Message]:
+    """Every record of `topic` up to the high watermarks read at the start (at most `limit`)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"{topic}.bench-reasons",
+            "group.id": f"{topic}.bench-read",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
         }
     )
-    counts: dict[str, int] = {}
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics[topic]
         ends = {}
@@ -144,13 +172,20 @@ def dead_letter_reasons(bootstrap: str, topic: str, limit: int = 100_000) -> dic
                 if message.error() is not None:
                     continue
                 seen += 1
-                letter = DeadLetter.model_validate_json(message.value() or b"{}")
-                reason = " ".join(letter.error.split()[:6])
-                name = f"{letter.stage} <- {letter.topic}: {reason}"
-                counts[name] = counts.get(name, 0) + 1
+                yield message
                 partition, offset = message.partition(), message.offset()
                 if partition in ends and offset is not None and offset >= ends[partition] - 1:
                     del ends[partition]
     finally:
         consumer.close()
+
+
+def dead_letter_reasons(bootstrap: str, topic: str, limit: int = 100_000) -> dict[str, int]:
+    """Dead letters on `topic` counted by stage, source topic and the first words of the error."""
+    counts: dict[str, int] = {}
+    for message in _read_whole(bootstrap, topic, limit):
+        letter = DeadLetter.model_validate_json(message.value() or b"{}")
+        reason = " ".join(letter.error.split()[:6])
+        name = f"{letter.stage} <- {letter.topic}: {reason}"
+        counts[name] = counts.get(name, 0) + 1
     return counts
