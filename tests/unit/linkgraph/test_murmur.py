@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from linkgraph.murmur import LIBRDKAFKA, partition_of_key, partitions_of_keys
+from linkgraph.murmur import (
+    LIBRDKAFKA,
+    VECTOR_FROM,
+    partition_of_key,
+    partitions_of_keys,
+    vectorised_partitions,
+)
 from schemas.partitioning import partition_for_key
 
 pytestmark = pytest.mark.skipif(LIBRDKAFKA is None, reason="librdkafka's murmur2 not reachable")
@@ -55,9 +61,15 @@ def test_partitions_of_a_list_are_the_kernels() -> None:
     keys += [b"", b"a", b"ab", b"abc", b"abcd", rng.randbytes(2000), "https://ü.example/ß".encode()]
     rng.shuffle(keys)
     for count in COUNTS:
-        assert partitions_of_keys(keys, count) == [partition_for_key(k, count) for k in keys]
+        expected = [partition_for_key(k, count) for k in keys]
+        assert vectorised_partitions(keys, count) == expected
+        assert partitions_of_keys(keys, count) == expected
+        short = keys[: VECTOR_FROM - 1]  # key by key in librdkafka, where it is reachable
+        assert partitions_of_keys(short, count) == expected[: VECTOR_FROM - 1]
     for key in keys[:50]:  # alone, at the buffer's end
+        assert vectorised_partitions([key], 7) == [partition_for_key(key, 7)]
         assert partitions_of_keys([key], 7) == [partition_for_key(key, 7)]
-    assert partitions_of_keys([], 3) == []
-    with pytest.raises(ValueError, match="positive"):
-        partitions_of_keys([b"a"], 0)
+    assert vectorised_partitions([], 3) == partitions_of_keys([], 3) == []
+    for partitioned in (vectorised_partitions, partitions_of_keys):
+        with pytest.raises(ValueError, match="positive"):
+            partitioned([b"a"], 0)
