@@ -108,11 +108,14 @@ class Stack:
         return instance.process.wait(30)
 
     def restart(self, instance_id: str, extra_env: Mapping[str, str] | None = None) -> Instance:
-        """Start `instance_id` again (it must have exited): same id, same state directory."""
+        """Start `instance_id` again (it must have exited): same id, same state directory, and
+        the environment it last ran with, updated by `extra_env`. So a supervisor's restart
+        brings back the process that exited, and a setting a test changed once (a crash point
+        cleared) stays changed."""
         old = self.instance(instance_id)
         if old.running:
             raise StreamcrawlError(f"{instance_id} is still running")
-        instance = self._spawn(old.role, old.number, dict(extra_env or {}))
+        instance = self._launch(old.role, old.number, {**old.env, **(extra_env or {})})
         self.instances.append(instance)
         return instance
 
@@ -133,9 +136,10 @@ class Stack:
         return env
 
     def _spawn(self, role: str, number: int, extra_env: dict[str, str]) -> Instance:
-        instance_id = f"{role}-{number}"
-        env = self.instance_env(role, number, extra_env)
-        log_path = self.log_dir / f"{instance_id}.log"
+        return self._launch(role, number, self.instance_env(role, number, extra_env))
+
+    def _launch(self, role: str, number: int, env: dict[str, str]) -> Instance:
+        log_path = self.log_dir / f"{role}-{number}.log"
         with log_path.open("ab") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", role],

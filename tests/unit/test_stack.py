@@ -10,7 +10,7 @@ import pytest
 
 from fetcher.service import FetcherServiceSettings
 from streamcrawl.exceptions import StreamcrawlError
-from streamcrawl.stack import PRIVATE_NETWORKS, Stack
+from streamcrawl.stack import PRIVATE_NETWORKS, ROLES, Stack
 from streamcrawl.up_cli import _parse_scale
 
 
@@ -46,6 +46,30 @@ def test_instances_keep_stable_ids_and_one_frontier_keeps_the_api_port(tmp_path:
         stack.instance_env("parser", 0, {"STREAMCRAWL_CRASH_AT": "x"})["STREAMCRAWL_CRASH_AT"]
         == "x"
     )
+
+
+def test_a_restart_runs_with_the_environment_the_instance_last_had(tmp_path: Path) -> None:
+    """A supervisor's restart brings back the process that exited: a crash point cleared by an
+    earlier restart stays cleared. The processes are real, a stand-in `parser` module that exits
+    with an error at once."""
+    stand_in = tmp_path / "parser"
+    stand_in.mkdir()
+    (stand_in / "__main__.py").write_text("raise SystemExit(1)\n")
+    stack = Stack(
+        {}, tmp_path / "logs", role_env={"parser": {"STREAMCRAWL_CRASH_AT": "x:1"}}, cwd=tmp_path
+    )
+    stack.start({role: 0 for role in ROLES} | {"parser": 1}, allow_private_networks=False)
+    try:
+        assert stack.instance("parser-0").process.wait(30) == 1
+        stack.restart("parser-0", {"STREAMCRAWL_CRASH_AT": "", "EXTRA": "1"})
+        assert stack.instance("parser-0").process.wait(30) == 1
+        assert stack.restart_failed() == ["parser-0"]
+        env = stack.instance("parser-0").env
+        assert (env["STREAMCRAWL_CRASH_AT"], env["EXTRA"]) == ("", "1")
+        assert env["STREAMCRAWL_INSTANCE_ID"] == "parser-0"
+        assert len(stack.instances) == 3
+    finally:
+        stack.stop(10)
 
 
 def test_scale_takes_role_equals_count() -> None:
