@@ -10,6 +10,12 @@ Recovery replays the changelog from the offset after the one the store reflects 
 when the directory is missing or does not match the changelog) and skips records whose source offset
 is at or past the committed input offset: those messages will be processed again, so the restored
 state reflects exactly the committed input.
+
+The changelog is the state's log, so writes skip RocksDB's write-ahead log, as Kafka Streams' stores
+do: a killed process loses the cycles still in memtables, and the replay from the offset the store
+recorded brings them back. Atomic flush keeps that offset and every table on disk at the same cycle
+(`tests/unit/test_state.py` kills a writer to check it). Skipping the log saves about a quarter of
+a write's CPU (the link graph's ingest cycles: 2.7 against 3.7-4.2 CPU s) and its disk writes.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from rocksdict import (
     Rdict,
     WriteBatch,
     WriteBufferManager,
+    WriteOptions,
 )
 
 from streamcrawl.exceptions import StateError
@@ -76,6 +83,9 @@ class StoreOptions:
         options.set_write_buffer_manager(self._memtables)
         options.set_compression_type(DBCompressionType.zstd())
         options.set_max_background_jobs(2)
+        # Writes skip the write-ahead log (`PartitionStore.write`): the tables and the changelog
+        # offset in META must then reach disk together, whichever table's memtable filled.
+        options.set_atomic_flush(True)
         table_options = BlockBasedOptions()
         table_options.set_block_cache(self._cache)
         table_options.set_bloom_filter(10, False)  # a get of an absent key skips the SST files
@@ -84,6 +94,14 @@ class StoreOptions:
         table_options.set_cache_index_and_filter_blocks(True)
         table_options.set_pin_l0_filter_and_index_blocks_in_cache(True)
         options.set_block_based_table_factory(table_options)
+        return options
+
+    @staticmethod
+    def write_options() -> WriteOptions:
+        """Every store write skips the write-ahead log (module docstring)."""
+        options = WriteOptions()
+        # A property at run time; rocksdict's stub declares it a method.
+        options.disable_wal = True  # type: ignore[method-assign,assignment]
         return options
 
 
@@ -99,6 +117,7 @@ class PartitionStore:
         self._db = Rdict(str(path), options=built, column_families=families)
         self._families = {name: self._db.get_column_family(name) for name in families}
         self._handles = {name: self._db.get_column_family_handle(name) for name in families}
+        self._write_options = options.write_options()
 
     def get(self, table: str, key: bytes) -> bytes | None:
         value: bytes | None = self._families[table].get(key)
@@ -137,7 +156,7 @@ class PartitionStore:
         changelog_offset: int | None,
     ) -> None:
         """Apply changes, ``{table: {key: value or None for a delete}}``, and the changelog offset
-        they reach in one atomic WriteBatch."""
+        they reach in one atomic WriteBatch (without the write-ahead log: module docstring)."""
         batch = WriteBatch(raw_mode=True)
         put, delete = batch.put, batch.delete
         for table, writes in changes.items():
@@ -152,7 +171,7 @@ class PartitionStore:
             batch.put(
                 CHANGELOG_OFFSET_KEY, str(changelog_offset).encode(), self._handles[META_TABLE]
             )
-        self._db.write(batch)
+        self._db.write(batch, self._write_options)
 
     def count(self, table: str) -> int:
         return sum(1 for _ in self.scan(table))

@@ -88,7 +88,7 @@ def bare_restore(bootstrap: str, topic: str, entries: int, path: Path) -> float:
             if message.error() is None:
                 batch.put(message.key(), message.value())
                 seen += 1
-        db.write(batch)
+        db.write(batch, StoreOptions.write_options())  # as the kernel writes: no write-ahead log
     elapsed = time.perf_counter() - started
     consumer.close()
     db.close()

@@ -10,12 +10,12 @@ entries and nodes.
 The baseline of each pass is bare rocksdict: it replays THE SAME RECORDS the pass stored, captured
 from the pass's own cycles (every forward, reverse, anchor and node record, the partition stats
 record and the changelog offset, same keys, same values, same column families, same cycles), as
-`WriteBatch` puts with the kernel's `StoreOptions`, one `write` per cycle. Both passes go into one
-RocksDB, the reverse after the forward, as the link graph's two passes share one store: the
-reverse pass's puts then land on the forward pass's data and pay for compacting it, on both sides
-alike (until session 10 each pass had a fresh RocksDB of its own, which left the baseline's reverse
-pass that work and understated it by about a sixth). It does no reads, no decoding, no encoding and
-produces nothing: it is what storing those bytes costs.
+`WriteBatch` puts with the kernel's `StoreOptions` and write options (no write-ahead log), one
+`write` per cycle. Both passes go into one RocksDB, the reverse after the forward, as the link
+graph's two passes share one store: the reverse pass's puts then land on the forward pass's data
+and pay for compacting it, on both sides alike (until session 10 each pass had a fresh RocksDB of
+its own, which left the baseline's reverse pass that work and understated it by about a sixth). It
+does no reads, no decoding, no encoding and produces nothing: it is what storing those bytes costs.
 The re-keyed values the forward pass produces go to Kafka, not RocksDB, so the baseline has no
 counterpart for them. A third figure, `kernel`, puts the same records through the kernel's state
 path with no handler (the loop's Record per message, one batch per cycle, `Transaction` puts,
@@ -149,6 +149,7 @@ def bare(passes: list[Cycles], path: Path, tables: tuple[str, ...]) -> list[floa
     families = {name: options.build() for name in (*tables, META_TABLE)}
     db = Rdict(str(path), options=options.build(), column_families=families)
     handles = {name: db.get_column_family_handle(name) for name in families}
+    write_options = options.write_options()  # the kernel's: no write-ahead log
     elapsed = []
     for cycles in passes:
         started = time.process_time()
@@ -159,7 +160,7 @@ def bare(passes: list[Cycles], path: Path, tables: tuple[str, ...]) -> list[floa
                     batch.delete(key, handles[table])
                 else:
                     batch.put(key, value, handles[table])
-            db.write(batch)
+            db.write(batch, write_options)
         elapsed.append(time.process_time() - started)
     handles.clear()
     db.close()
