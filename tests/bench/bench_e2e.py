@@ -164,6 +164,8 @@ def run_pipeline(
         done_s = time.monotonic() - started
         usage = {i.instance_id: proc_usage(i.process.pid) for i in stack.live() if i.running}
         sampler_out.extend(sampler.report())
+        sampler_out += ["", "Handler time per input topic (whole run):", ""]
+        sampler_out.extend(sampler.handler_report(deployment.prefix))
         pages_fetched = max(1, len(site.snapshot()) - since)
         sampler_out += topic_report(bootstrap, deployment, pages_fetched)
     finally:

@@ -23,9 +23,11 @@ from confluent_kafka.admin import AdminClient
 from schemas.deadletter import DeadLetter
 
 _SAMPLE = re.compile(
-    r"^(streamcrawl_(\w+?)_(messages_in_total|consumer_lag_messages|cycle_seconds_count))"
-    r"(?:\{[^}]*\})? (\S+)$"
+    r"^(streamcrawl_(\w+?)_(messages_in_total|consumer_lag_messages|cycle_seconds_count"
+    r"|processing_seconds_sum))"
+    r"(?:\{([^}]*)\})? (\S+)$"
 )
+_TOPIC = re.compile(r'topic="([^"]*)"')
 
 
 def proc_usage(pid: int) -> tuple[float, float]:
@@ -50,6 +52,8 @@ class _Series:
     busy_until: float = 0.0
     cycles: tuple[float, float] = (0.0, 0.0)
     """Loop cycles at the first and the latest sample."""
+    by_topic: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Per input topic at the latest sample: messages in and the handler's seconds on them."""
 
 
 @dataclass
@@ -68,15 +72,22 @@ class StageSampler:
             except (urllib.error.URLError, OSError):
                 continue
             consumed, lag, cycles = 0.0, 0.0, 0.0
+            by_topic: dict[str, list[float]] = {}
             role = instance.rpartition("-")[0]
             for line in text.splitlines():
                 match = _SAMPLE.match(line)
                 if match is None or match.group(2) != role:
                     continue
-                value = float(match.group(4))
-                if match.group(3) == "messages_in_total":
+                name, labels, value = match.group(3), match.group(4) or "", float(match.group(5))
+                topic = _TOPIC.search(labels)
+                if name == "messages_in_total":
                     consumed += value
-                elif match.group(3) == "cycle_seconds_count":
+                    if topic is not None:
+                        by_topic.setdefault(topic.group(1), [0.0, 0.0])[0] += value
+                elif name == "processing_seconds_sum":
+                    if topic is not None:
+                        by_topic.setdefault(topic.group(1), [0.0, 0.0])[1] += value
+                elif name == "cycle_seconds_count":
                     cycles += value
                 else:
                     lag += value
@@ -89,6 +100,7 @@ class StageSampler:
             series.last = (now, consumed)
             series.cycles = (series.cycles[0], cycles)
             series.max_lag = max(series.max_lag, lag)
+            series.by_topic = {topic: (n, seconds) for topic, (n, seconds) in by_topic.items()}
 
     def report(self) -> list[str]:
         rows = [
@@ -106,6 +118,23 @@ class StageSampler:
                 f"| {instance} | {consumed:.0f} | {consumed / busy:.1f} | {cycles:.0f} |"
                 f" {consumed / max(cycles, 1):.1f} | {series.max_lag:.0f} |"
             )
+        return rows
+
+    def handler_report(self, prefix: str) -> list[str]:
+        """The handlers' time per input topic over the whole run (the loop's
+        ``processing_seconds``: wall time inside the handler, decoding and the loop's own work
+        around it not included)."""
+        rows = [
+            "| instance | input topic | messages | handler s | handler us/message |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for instance, series in sorted(self.series.items()):
+            for topic, (count, seconds) in sorted(series.by_topic.items()):
+                if count:
+                    rows.append(
+                        f"| {instance} | {topic.removeprefix(prefix)} | {count:.0f} |"
+                        f" {seconds:.1f} | {1e6 * seconds / count:.0f} |"
+                    )
         return rows
 
 
