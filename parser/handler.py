@@ -83,11 +83,17 @@ _UrlItem = dict[str, str | float | None]
 
 @dataclass(frozen=True, slots=True)
 class Outbound:
-    """One message to produce: topic suffix (`links` or `urls`), key, and the model to encode."""
+    """One message to produce: topic suffix (`links` or `urls`), key, the model, and its encoding
+    (`schemas.serde.encode`; made once, for the size check that decides on parts)."""
 
     topic: str
     key: str
     value: PageLinks | DiscoveredUrls | ParseReport
+    encoded: bytes = field(default=b"", repr=False, compare=False)
+
+    def wire_value(self) -> bytes:
+        """The bytes to produce."""
+        return self.encoded or encode(self.value)
 
 
 @dataclass(frozen=True)
@@ -260,12 +266,11 @@ class _Output:
         )
 
     def _page_links(self, edges: list[LinkEdge], meta: PageMeta) -> list[Outbound]:
-        build = functools.partial(_build_page_links, self.page, self.from_url)
+        build = functools.partial(_build_page_links, self.page, self.from_url, meta)
         whole = build(edges, 0, 1)
-        parts = _in_parts(whole, whole.edges, build, links_topic.TOPIC.max_message_bytes)
-        parts[0] = parts[0].model_copy(update={"page": meta})
         key = links_topic.key(self.from_url)
-        return [Outbound(links_topic.TOPIC.suffix, key, part) for part in parts]
+        parts = _in_parts(whole, whole.edges, build, links_topic.TOPIC.max_message_bytes)
+        return [Outbound(links_topic.TOPIC.suffix, key, part, encoded) for part, encoded in parts]
 
     def _discovered(self, targets: Iterable[tuple[str, _UrlItem]]) -> list[Outbound]:
         by_host: dict[str, list[_UrlItem]] = {}
@@ -277,25 +282,31 @@ class _Output:
             whole = build(urls, 0, 1)
             parts = _in_parts(whole, whole.urls, build, urls_topic.TOPIC.max_message_bytes)
             key = urls_topic.key(host)
-            messages += [Outbound(urls_topic.TOPIC.suffix, key, part) for part in parts]
+            messages += [
+                Outbound(urls_topic.TOPIC.suffix, key, part, encoded) for part, encoded in parts
+            ]
         return messages
 
 
 def _in_parts(
     whole: M, items: Sequence[T], build: Callable[[list[T], int, int], M], max_bytes: int
-) -> list[M]:
-    """``[whole]`` when it fits (nearly always), else its ``items`` (models) split into parts.
+) -> list[tuple[M, bytes]]:
+    """``whole`` and its encoding when it fits (nearly always), else its ``items`` (models) split
+    into parts, each with its encoding.
 
-    One encoding of the whole message is much cheaper than ``split_into_parts``' per-item sizing.
+    One encoding of the whole message is much cheaper than ``split_into_parts``' per-item sizing,
+    and it is the one produced.
     """
-    if len(encode(whole)) <= max_bytes - PART_HEADROOM_BYTES:
-        return [whole]
-    return split_into_parts(items, build, max_bytes)
+    encoded = encode(whole)
+    if len(encoded) <= max_bytes - PART_HEADROOM_BYTES:
+        return [(whole, encoded)]
+    return [(part, encode(part)) for part in split_into_parts(items, build, max_bytes)]
 
 
 def _build_page_links(
-    page: FetchedPage, from_url: str, edges: list[LinkEdge], part: int, parts: int
+    page: FetchedPage, from_url: str, meta: PageMeta, edges: list[LinkEdge], part: int, parts: int
 ) -> PageLinks:
+    """One part of the page's out-links; the first carries the page's metadata."""
     return PageLinks(
         crawl_id=page.crawl_id,
         from_url=from_url,
@@ -303,6 +314,7 @@ def _build_page_links(
         edges=edges,
         part=part,
         parts=parts,
+        page=meta if part == 0 else None,
     )
 
 

@@ -17,7 +17,7 @@ from prometheus_client import Counter, Histogram
 from parser.handler import PageParser, ParseResult
 from parser.settings import ParserSettings
 from schemas import links, pages, urls
-from schemas.serde import decode_page, encode
+from schemas.serde import decode_page
 from streamcrawl.handler import BaseHandler, Context, Record
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
@@ -58,7 +58,7 @@ class ParserLoopHandler(BaseHandler):
         if result.failure is not None:
             log.error("parsing %s failed", page.url, exc_info=result.failure)
         for message in result.messages:
-            ctx.produce(self._topics[message.topic], message.key, encode(message.value))
+            ctx.produce(self._topics[message.topic], message.key, message.wire_value())
 
     @staticmethod
     def _count(result: ParseResult) -> None:
