@@ -21,7 +21,7 @@ where the side server's ``/metrics`` serves them); tests pass a registry of thei
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
@@ -29,6 +29,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 PREFIX = "streamcrawl_frontier"
 CRAWL_COUNTERS = ("discovered", "admitted", "queued", "leased", "fetched", "failed", "dead")
 REJECTED = "rejected_"
+
+Increment = Callable[[float], None]
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,10 @@ class FrontierMetrics:
     hosts_throttled: Gauge
     oldest_ready_url_age: Gauge
     crawl_urls: Gauge
+    _increments: dict[str, Increment | None] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    """Per counter name, the bound ``inc`` of its metric, or None when it has none."""
 
     @classmethod
     def register(cls, registry: CollectorRegistry = REGISTRY) -> FrontierMetrics:
@@ -102,15 +108,22 @@ class FrontierMetrics:
         return metrics
 
     def count(self, name: str, delta: int) -> None:
-        """Add a per-crawl counter's increase (``delta`` > 0) to the matching metric, if any."""
+        """Add a per-crawl counter's increase (``delta`` > 0) to the matching metric, if any. Every
+        handled message counts several: each name's metric (or none) is looked up once."""
         if delta <= 0:
             return
+        try:
+            increment = self._increments[name]
+        except KeyError:
+            increment = self._increments[name] = self._increment_of(name)
+        if increment is not None:
+            increment(delta)
+
+    def _increment_of(self, name: str) -> Increment | None:
         if name.startswith(REJECTED):
-            self.out_of_scope.labels(name[len(REJECTED) :]).inc(delta)
-            return
+            return self.out_of_scope.labels(name[len(REJECTED) :]).inc
         metric = getattr(self, _METRIC_OF_COUNTER.get(name, ""), None)
-        if isinstance(metric, Counter):
-            metric.inc(delta)
+        return metric.inc if isinstance(metric, Counter) else None
 
     def show(self, partitions: Iterable[PartitionGauges], now_ms: int, shown: set[str]) -> None:
         """Set the gauges from every open partition's share; ``shown`` holds the crawls with
