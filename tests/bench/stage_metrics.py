@@ -125,7 +125,7 @@ class StageSampler:
         ``processing_seconds``: wall time inside the handler, decoding and the loop's own work
         around it not included)."""
         rows = [
-            "| instance | input topic | messages | handler s | handler us/message |",
+            "| instance | input topic | messages | handler wall s | handler wall us/message |",
             "|---|---|---:|---:|---:|",
         ]
         for instance, series in sorted(self.series.items()):
