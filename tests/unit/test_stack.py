@@ -54,7 +54,8 @@ def test_a_restart_runs_with_the_environment_the_instance_last_had(tmp_path: Pat
     with an error at once."""
     stand_in = tmp_path / "parser"
     stand_in.mkdir()
-    (stand_in / "__main__.py").write_text("raise SystemExit(1)\n")
+    (stand_in / "__init__.py").write_text("")  # a regular package: found in the cwd first
+    (stand_in / "__main__.py").write_text("print('stand-in', flush=True)\nraise SystemExit(1)\n")
     stack = Stack(
         {}, tmp_path / "logs", role_env={"parser": {"STREAMCRAWL_CRASH_AT": "x:1"}}, cwd=tmp_path
     )
@@ -68,6 +69,8 @@ def test_a_restart_runs_with_the_environment_the_instance_last_had(tmp_path: Pat
         assert (env["STREAMCRAWL_CRASH_AT"], env["EXTRA"]) == ("", "1")
         assert env["STREAMCRAWL_INSTANCE_ID"] == "parser-0"
         assert len(stack.instances) == 3
+        assert stack.instance("parser-0").process.wait(30) == 1
+        assert stack.instance("parser-0").log_tail().count("stand-in") == 3  # not the real one
     finally:
         stack.stop(10)
 
