@@ -84,16 +84,13 @@ _UrlItem = dict[str, str | float | None]
 @dataclass(frozen=True, slots=True)
 class Outbound:
     """One message to produce: topic suffix (`links` or `urls`), key, the model, and its encoding
-    (`schemas.serde.encode`; made once, for the size check that decides on parts)."""
+    (`schemas.serde.encode`, the bytes produced; made once, for the size check that decides on
+    parts)."""
 
     topic: str
     key: str
     value: PageLinks | DiscoveredUrls | ParseReport
-    encoded: bytes = field(default=b"", repr=False, compare=False)
-
-    def wire_value(self) -> bytes:
-        """The bytes to produce."""
-        return self.encoded or encode(self.value)
+    encoded: bytes = field(repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -247,7 +244,8 @@ class _Output:
             discovered_messages=len(discovered),
         )
         messages += discovered
-        messages.append(Outbound(urls_topic.TOPIC.suffix, urls_topic.key(self.report_host), report))
+        report_key = urls_topic.key(self.report_host)
+        messages.append(Outbound(urls_topic.TOPIC.suffix, report_key, report, encode(report)))
         return ParseResult(status, messages, error, failure, encoding, extract, sitemap)
 
     def _meta(self, extract: PageExtract | None) -> PageMeta:

@@ -58,7 +58,7 @@ class ParserLoopHandler(BaseHandler):
         if result.failure is not None:
             log.error("parsing %s failed", page.url, exc_info=result.failure)
         for message in result.messages:
-            ctx.produce(self._topics[message.topic], message.key, message.wire_value())
+            ctx.produce(self._topics[message.topic], message.key, message.encoded)
 
     @staticmethod
     def _count(result: ParseResult) -> None:

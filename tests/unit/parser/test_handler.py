@@ -69,7 +69,7 @@ def test_messages_order_topics_and_keys() -> None:
     assert all(message.topic == urls_topic.TOPIC.suffix for message in middle)
     assert (last.topic, last.key) == (urls_topic.TOPIC.suffix, "www.example.com")
     # What is produced is each model's encoding, made once (for the size check).
-    assert all(message.wire_value() == encode(message.value) for message in result.messages)
+    assert all(message.encoded == encode(message.value) for message in result.messages)
     assert all(message.encoded for message in [first, *middle])
     assert last.value == ParseReport(
         crawl_id="c1", page_url=PAGE_URL, lease_id="lease-1", discovered_messages=2
@@ -229,16 +229,14 @@ def test_hundred_thousand_links_go_out_in_parts() -> None:
         assert isinstance(message.value, PageLinks)
         assert (message.value.part, message.value.parts) == (index, len(parts))
         assert message.key == PAGE_URL
-        assert message.wire_value() == encode(message.value)
-        assert len(message.wire_value()) < limit
+        assert message.encoded == encode(message.value)
+        assert len(message.encoded) < limit
         assert (message.value.page is not None) == (index == 0)  # the metadata once, in part 0
         edges += message.value.edges
     assert len(edges) == 100_000 and len({edge.to_url for edge in edges}) == 100_000
     discovered = of_type(result, DiscoveredUrls)
-    assert all(message.wire_value() == encode(message.value) for message in discovered)
-    assert all(
-        len(message.wire_value()) < urls_topic.TOPIC.max_message_bytes for message in discovered
-    )
+    assert all(message.encoded == encode(message.value) for message in discovered)
+    assert all(len(message.encoded) < urls_topic.TOPIC.max_message_bytes for message in discovered)
     own_host = [message.value for message in discovered if message.key == "www.example.com"]
     assert len(own_host) > 1
     assert [(urls.part, urls.parts) for urls in own_host if isinstance(urls, DiscoveredUrls)] == [
