@@ -79,6 +79,7 @@ def bare_restore(bootstrap: str, topic: str, entries: int, path: Path) -> float:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "enable.auto.commit": False}
     )
+    write_options = StoreOptions.write_options()  # as the kernel writes: no write-ahead log
     started = time.perf_counter()
     consumer.assign([TopicPartition(topic, 0, 0)])
     seen = 0
@@ -88,7 +89,7 @@ def bare_restore(bootstrap: str, topic: str, entries: int, path: Path) -> float:
             if message.error() is None:
                 batch.put(message.key(), message.value())
                 seen += 1
-        db.write(batch, StoreOptions.write_options())  # as the kernel writes: no write-ahead log
+        db.write(batch, write_options)
     elapsed = time.perf_counter() - started
     consumer.close()
     db.close()
