@@ -1,5 +1,6 @@
 """`streamcrawl up` as a user runs it: ports printed, `status --json`, Ctrl-C mid-crawl, and `up`
-again resuming the crawl where it stood, with the same pages in the end as the ground truth.
+again resuming the crawl where it stood, with the same pages in the end as the ground truth; then
+`streamcrawl crawl` seeds and follows a second crawl on the same stack to its summary.
 
 `up` runs against the session broker (a configured bootstrap address that answers, so it starts
 no broker of its own) and serves the generated site's loopback hosts with
@@ -167,9 +168,27 @@ def test_up_stops_on_ctrl_c_mid_crawl_and_resumes_it(
             while watcher.view(crawl_id).status != "done":
                 assert time.monotonic() < deadline, watcher.view(crawl_id)
                 time.sleep(0.2)
+        served = [url for url, _ in server.page_requests()]
+
+        # `crawl` against the running stack: seed, follow until done, summary, exit 0.
+        code, crawled, errors = cli(
+            env,
+            tmp_path,
+            "crawl",
+            server.site.seed_url,
+            "--max-depth",
+            "1",
+            "--delay-ms",
+            str(DELAY_MS),
+            "--same-domain",
+            "registered_domain",
+            timeout_s=180,
+        )
+        assert code == 0, crawled + errors
+        assert "status: done" in crawled and "pages fetched: " in crawled, crawled
+        assert len(server.page_requests()) > len(served), "the second crawl fetched its pages"
         assert again.interrupt() == 0
 
-    served = [url for url, _ in server.page_requests()]
     assert set(served) == reference.fetched
     repeats = Counter(served) - Counter(reference.attempts)
     # Only what was in flight when the services drained may be fetched again: at most the lease
