@@ -19,11 +19,17 @@ the reverse pass is one run). Per in-link, in arrival order:
 
 An in-link that fails (corrupt stored state, or a bug) is dead-lettered by the kernel with nothing
 of it written. The run's reverse and anchor writes are collected with their sources and put into
-the cycle's transaction at the end of the run (`_RunWrites`): the common case (a new in-link to a
-new target) makes no read, encodes nothing and makes one call (`_uncached_node`).
+the cycle's transaction at the end of the run (`_RunWrites`). The common case, a new in-link to a
+target the partition has never had, makes no read and encodes nothing, and such in-links are
+applied together, a list at a time (`_to_new_targets`): the rules above reduce to counting them
+per target, and `tests/unit/linkgraph/test_new_targets.py` checks that the state, the sources and
+the dead letters are those of applying them one by one. That is 7 % less of the reverse pass's
+handler CPU on the link-graph benchmark (in-process A/B against the one-by-one loop).
 """
 
 from __future__ import annotations
+
+import logging
 
 import orjson
 
@@ -44,6 +50,8 @@ from linkgraph.wire import ReceivedInLink
 from streamcrawl.batch import Batch
 from streamcrawl.handler import Record
 from streamcrawl.state import Transaction
+
+log = logging.getLogger(__name__)
 
 
 class _RunWrites:
@@ -109,12 +117,98 @@ class _RunWrites:
 
 
 def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Record]) -> None:
-    """Apply a run of in-links of `batch` (see the module docstring): a new in-link inline, one
-    whose edge has a reverse record already through `_seen_again`."""
+    """Apply a run of in-links of `batch` (see the module docstring): those to new targets
+    together (`_to_new_targets`), the others one by one (`_one_by_one`)."""
+    reverse, anchors = _RunWrites(), _RunWrites()
+    try:
+        others = _to_new_targets(indexes, records, reverse, anchors)
+    except UnicodeError:  # a URL with no UTF-8 form: its in-link fails on its own, one by one
+        others = records
+    except Exception:  # a bug: logged, and one by one, where each failure is routed
+        log.exception("in-links to new targets could not be applied together")
+        others = records
+    if others:
+        _one_by_one(indexes, batch, others, reverse, anchors)
+    _write_run(indexes, reverse, anchors)
+
+
+def _to_new_targets(
+    indexes: PartitionIndexes, records: list[Record], reverse: _RunWrites, anchors: _RunWrites
+) -> list[Record]:
+    """Apply the run's in-links to targets the partition has never had (`_new_targets`) together,
+    and return the others in order. Such in-links need no read, as in `_uncached_node`, and none
+    of them can fail. A target with an in-link whose value has another layout (no record as
+    received), or with an edge twice in the run, goes one by one. Nothing of the run is written
+    before everything is computed, so an error on the way leaves the run to `_one_by_one`, where
+    a failure is the in-link's own."""
+    new = _new_targets(indexes, records)
+    fresh = [record for record in records if record.value.to_url in new]
+    keys = [f"{r.value.to_url}{SEPARATOR}{r.value.from_url}".encode() for r in fresh]  # edge_key
+    unfit = {record.value.to_url for record in fresh if record.value.record is None}
+    if len(set(keys)) != len(keys):
+        seen: set[bytes] = set()
+        for key, record in zip(keys, fresh, strict=True):
+            if key in seen:
+                unfit.add(record.value.to_url)
+            seen.add(key)
+    if unfit:
+        new -= unfit
+        kept = [index for index, record in enumerate(fresh) if record.value.to_url in new]
+        fresh, keys = [fresh[index] for index in kept], [keys[index] for index in kept]
+    if not fresh:
+        return records
+    links: list[ReceivedInLink] = [record.value for record in fresh]
+    sources = [f"{r.topic}:{r.partition}:{r.offset}" for r in fresh]  # Batch.source
+    made: dict[str, NewTarget] = {}
+    epoch = indexes.cache.epoch
+    for link, source in zip(links, sources, strict=True):
+        target = made.get(link.to_url)
+        if target is None:  # its first in-link: every other one comes after it
+            target = made[link.to_url] = NewTarget(link.to_url, link.discovered_at, epoch)
+        elif link.discovered_at < target.first_seen_at:
+            target.first_seen_at = link.discovered_at
+        target.in_total += 1
+        target.in_live += 0 if link.gone else 1
+        target.source = source
+    texts = [index for index, link in enumerate(links) if link.anchor_text and not link.gone]
+    anchor_keys = [
+        f"{links[i].to_url}{SEPARATOR}{links[i].anchor_text}{SEPARATOR}{links[i].from_url}".encode()
+        for i in texts
+    ]  # anchor_key, the entries' values empty
+    # Nothing can fail from here on.
+    reverse.created.extend(keys)
+    reverse.created_values.extend([link.record for link in links])  # type: ignore[misc]
+    reverse.created_sources.extend(sources)
+    anchors.created.extend(anchor_keys)
+    anchors.created_sources.extend([sources[i] for i in texts])
+    indexes.cache.targets_changed.extend(made.values())
+    indexes.cache.targets.update(made)
+    return [record for record in records if record.value.to_url not in new]
+
+
+def _new_targets(indexes: PartitionIndexes, records: list[Record]) -> set[str]:
+    """The run's targets the partition has never had: neither cached nor kept, and the cache's
+    filter rules a stored node out (one numpy call for them all, `KeyFilter.might_contain_many`)."""
+    cache = indexes.cache
+    entries, targets = cache.entries, cache.targets
+    urls = {record.value.to_url for record in records}
+    candidates = [url for url in urls if url not in entries and url not in targets]
+    stored = cache.stored.might_contain_many([url.encode() for url in candidates])
+    return {url for url, maybe in zip(candidates, stored, strict=True) if not maybe}
+
+
+def _one_by_one(
+    indexes: PartitionIndexes,
+    batch: Batch,
+    records: list[Record],
+    reverse: _RunWrites,
+    anchors: _RunWrites,
+) -> None:
+    """Apply in-links in order, each on its own: a new in-link inline, one whose edge has a
+    reverse record already through `_seen_again`."""
     transaction, cache = indexes.transaction, indexes.cache
     entries, targets, targets_changed = cache.entries, cache.targets, cache.targets_changed
     epoch, might_hold = cache.epoch, cache.in_links.might_contain  # see `nodecache`
-    reverse, anchors = _RunWrites(), _RunWrites()
     written, created, created_values, created_sources, anchors_created, anchor_sources = (
         reverse.written,
         reverse.created,
@@ -179,7 +273,6 @@ def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Recor
             target.source = source
         elif cached is not None:
             cache.changed(cached, source)
-    _write_run(indexes, reverse, anchors)
 
 
 def _write_run(indexes: PartitionIndexes, reverse: _RunWrites, anchors: _RunWrites) -> None:
