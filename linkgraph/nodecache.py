@@ -55,7 +55,6 @@ from linkgraph.records import (
     STATS_KEY,
     NodeRecord,
     PartitionStats,
-    new_target_head,
     new_target_value,
 )
 from streamcrawl.state import Transaction
@@ -63,7 +62,7 @@ from streamcrawl.state import Transaction
 MAX_NODES = 32_768
 """Nodes kept per state partition (about 1 KiB of Python objects each)."""
 MAX_TARGETS = 32_768
-"""Written targets kept as counts per state partition (about 0.75 KiB each, URL and head)."""
+"""Written targets kept as counts per state partition (about 0.6 KiB each, with the URL)."""
 STORED_EXPECTED = 1 << 18
 """Node keys a partition's filter holds at first (512 KiB, 2 bytes a key); it doubles as needed."""
 IN_LINKS_EXPECTED = 1 << 20
@@ -94,8 +93,6 @@ class NewTarget:
     in_total: int = 0
     source: str | None = None
     """The last message that changed it this cycle (its changelog header); None: unchanged."""
-    head: bytes = b""
-    """The start of its value, made at its first write (`records.new_target_head`)."""
     written: tuple[int, int, int, int] | None = None
     """The counts its stored value (in the store or the cycle's transaction) was made of
     (`stored`): first seen at, in-links live, stored and epoch; None while it has none. Counts
@@ -106,7 +103,9 @@ class NewTarget:
     def stored(self) -> bytes | None:
         """Its value in the store (or the cycle's transaction), made again from `written`."""
         written = self.written
-        return None if written is None else new_target_value(self.head, *written)
+        if written is None:
+            return None
+        return new_target_value(self.url, origin_fields(origin_of(self.url)), *written)
 
 
 @dataclass(slots=True)
@@ -257,10 +256,7 @@ class NodeCache:
             counts = (target.first_seen_at, target.in_live, target.in_total, target.in_epoch)
             if counts == written or source is None:  # unchanged (its changes undone)
                 continue
-            head = target.head
-            if not head:
-                head = target.head = new_target_head(url, origin_fields(origin_of(url)))
-            value = new_target_value(head, *counts)
+            value = new_target_value(url, origin_fields(origin_of(url)), *counts)
             key = url.encode()
             if written is None:
                 first.append(key)

@@ -256,27 +256,28 @@ class NodeRecord:
         }
 
 
-_NEW_TARGET_TAIL = (
-    b',"first_seen_at":%d,"crawled":false,"fetched_at":null,"status":null,"title":null,'
-    b'"crawl_ids":[],"out_live":0,"out_total":0,"in_live":%d,"in_total":%d,"in_epoch":%d,'
-    b'"fetch":{"fetched_at":-1,"parts":1,"parts_seen":[],"refreshed":0}}'
+_NEW_TARGET = (
+    b'{"url":%b,"host":%b,"first_seen_at":%d,"crawled":false,"fetched_at":null,"status":null,'
+    b'"title":null,"crawl_ids":[],"out_live":0,"out_total":0,"in_live":%d,"in_total":%d,'
+    b'"in_epoch":%d,"fetch":{"fetched_at":-1,"parts":1,"parts_seen":[],"refreshed":0}}'
 )
 
 
-def new_target_head(url: str, origin_fields: bytes) -> bytes:
-    """The start of `new_target_value` for one target, the same at every write of it:
-    `origin_fields` is the encoded host, `,"domain":` and the encoded domain
-    (`nodecache.origin_fields`)."""
-    return b"".join((b'{"url":', orjson.dumps(url), b',"host":', origin_fields))
-
-
 def new_target_value(
-    head: bytes, first_seen_at: int, in_live: int, in_total: int, in_epoch: int
+    url: str, origin_fields: bytes, first_seen_at: int, in_live: int, in_total: int, in_epoch: int
 ) -> bytes:
     """`NodeRecord.encode` of a node only in-links changed (the constructor's defaults but for
-    these), byte for byte, without the record: one per new target; `head` is its
-    `new_target_head`."""
-    return head + _NEW_TARGET_TAIL % (first_seen_at, in_live, in_total, in_epoch)
+    these), byte for byte, without the record, in one formatting: one per new target.
+    `origin_fields` is the encoded host, `,"domain":` and the encoded domain
+    (`nodecache.origin_fields`)."""
+    return _NEW_TARGET % (
+        orjson.dumps(url),
+        origin_fields,
+        first_seen_at,
+        in_live,
+        in_total,
+        in_epoch,
+    )
 
 
 _EDGE_FIELDS = frozenset(f.name for f in fields(EdgeRecord))

@@ -16,7 +16,7 @@ from linkgraph.hosts import origin_of
 from linkgraph.keyfilter import KeyFilter
 from linkgraph.nodecache import origin_fields
 from linkgraph.queries import AnchorQuery, NodeQuery
-from linkgraph.records import NODES, REVERSE, STATS_KEY, NodeRecord, PartitionStats, new_target_head
+from linkgraph.records import NODES, REVERSE, STATS_KEY, NodeRecord, PartitionStats
 from linkgraph.records import new_target_value as encoded_target
 from linkgraph.wire import decode_in_link
 from schemas.canonical import host_key, registered_domain
@@ -62,8 +62,7 @@ def test_a_new_targets_template_is_the_records_encoding() -> None:
         host = host_key(origin_of(url) + "/")
         domain = registered_domain(host) if host else ""
         record = NodeRecord(url, host, domain, 7, in_live=2, in_total=3, in_epoch=5)
-        head = new_target_head(url, origin_fields(origin_of(url)))
-        assert encoded_target(head, 7, 2, 3, 5) == record.encode()
+        assert encoded_target(url, origin_fields(origin_of(url)), 7, 2, 3, 5) == record.encode()
         assert NodeRecord.decode(record.encode()) == record
 
 
