@@ -5,7 +5,7 @@ Per key, answered by the instance owning the URL's partition, any other forwardi
   GET /v1/graph/in?url=U[...same]   GET /v1/graph/anchors?url=U   GET /v1/graph/node?url=U
 Global, answered by the ranker's latest result (any instance proxies to the leading ranker):
   GET /v1/graph/top?limit=N[&host=H&crawl_id=C&teleport=seeds|pattern&pattern=RE]
-  GET /v1/graph/orphans | /v1/graph/domains | /v1/graph/farms | /v1/graph/syndication
+  GET /v1/graph/orphans[?crawl_id=C] | /v1/graph/domains | /v1/graph/farms | /v1/graph/syndication
   GET /v1/graph/important | /v1/graph/ranking (the latest ranking's summary)
   POST /v1/graph/rank (rank now, on demand; answers with the summary)
   GET /v1/graph/export[?what=vertices] (CSV edge or vertex list, `linkgraph.export`; any instance)

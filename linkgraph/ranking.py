@@ -87,6 +87,10 @@ class Ranking:
             return {"pages": self._pages(found[:limit], self.scores), "count": int(found.size)}
         if view == "orphans":
             found = self._cached("orphans", lambda: analyses.orphans(self.graph, self._all_seeds()))
+            crawl_id = params.get("crawl_id")
+            if crawl_id:  # those whose newest fetch was in this crawl
+                code = self.crawl_code(crawl_id)
+                found = found[self.graph.source_crawl[found] == (code if code is not None else -2)]
             return [{"url": self.urls[i], "score": float(self.scores[i])} for i in found[:limit]]
         links = self._cached("domain_links", lambda: analyses.domain_links(self.graph))
         if view == "domains":

@@ -110,9 +110,10 @@ def add_graph_command(commands: Any) -> None:
     for name in GLOBAL:
         query = queries.add_parser(name, help=f"the ranker's {name}")
         query.add_argument("--limit", type=int)
+        if name in ("top", "orphans"):
+            query.add_argument("--crawl-id", dest="crawl_id")
         if name == "top":
             query.add_argument("--host")
-            query.add_argument("--crawl-id", dest="crawl_id")
             query.add_argument("--teleport", choices=("seeds", "pattern"))
             query.add_argument("--pattern")
         _common(query)

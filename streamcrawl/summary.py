@@ -49,7 +49,7 @@ def gather_summary(
             post_json(graph, "/v1/graph/rank")  # rank the finished crawl now, not at the next tick
             top = get_json(graph, "/v1/graph/top", limit=TOP_PAGES, crawl_id=crawl_id)
             summary.top_pages = list(top.get("pages", []))
-            orphans = get_json(graph, "/v1/graph/orphans")
+            orphans = get_json(graph, "/v1/graph/orphans", crawl_id=crawl_id)
             if isinstance(orphans, dict):
                 orphans = orphans.get("pages", orphans.get("orphans", []))
             summary.orphans = list(orphans)

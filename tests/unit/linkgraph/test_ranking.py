@@ -70,6 +70,21 @@ def test_orphans_are_crawled_pages_without_internal_in_links_seeds_excepted() ->
     assert orphans == {lost, "https://b.example/"}
 
 
+def test_orphans_of_a_crawl_are_those_its_newest_fetch_found() -> None:
+    graph = CompactGraph()
+    home, lost, old = (f"https://a.example/{p}" for p in ("", "lost", "old"))
+    away = ["https://z.example/"]  # no page has an internal in-link: every one is an orphan
+    graph.add(links(home, away, kind="EXTERNAL", crawl="c1"))
+    graph.add(links(old, away, kind="EXTERNAL", crawl="c1"))
+    graph.add(links(lost, away, kind="EXTERNAL", crawl="c2"))
+    graph.add(links(home, away, at=2, kind="EXTERNAL", crawl="c2"))  # c2 fetched it last
+    views = ranked(graph)
+    assert {o["url"] for o in views.answer("orphans", {})} == {home, lost, old}
+    assert {o["url"] for o in views.answer("orphans", {"crawl_id": "c2"})} == {home, lost}
+    assert {o["url"] for o in views.answer("orphans", {"crawl_id": "c1"})} == {old}
+    assert views.answer("orphans", {"crawl_id": "unknown"}) == []
+
+
 def test_domain_graph_farms_and_syndication() -> None:
     graph = CompactGraph()
     farm = [f"https://spam.example/{i}" for i in range(6)]
