@@ -4,7 +4,9 @@ Read from `links.by-target`, which holds every edge once per key (to TAB from, c
 latest record of a key wins), so any instance can export the whole graph without touching the
 partitions other instances own. Records are de-duplicated through a temporary RocksDB on disk, so
 an export is bounded by disk, not memory. Edge columns follow GraphFrames' names: ``src``,
-``dst``, then seed 002's edge fields (``rel`` space-separated). The vertex list has ``id``,
+``dst``, then seed 002's edge fields (``rel`` space-separated); a record the link graph would
+dead-letter (`wire.decode_in_link` refuses it) is left out and counted in the log. The vertex list
+has ``id``,
 ``host``, ``registered_domain``. Load with
 ``spark.read.csv(path, header=True, multiLine=True, escape='"')``.
 """
@@ -12,15 +14,17 @@ an export is bounded by disk, not memory. Edge columns follow GraphFrames' names
 from __future__ import annotations
 
 import csv
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from rocksdict import Options, Rdict
 
+from linkgraph.wire import decode_in_link
 from schemas.canonical import host_key, registered_domain
+from schemas.exceptions import DecodeError
 from streamcrawl.kafka import check_consumer_error, watermarks
 
 EDGE_COLUMNS = (
@@ -36,6 +40,8 @@ EDGE_COLUMNS = (
     "gone",
 )
 VERTEX_COLUMNS = ("id", "host", "registered_domain")
+
+log = logging.getLogger(__name__)
 
 
 def read_latest(config: dict[str, Any], topic: str, store: Rdict) -> int:
@@ -84,28 +90,38 @@ def write_export(config: dict[str, Any], topic: str, out: Path, vertices: bool) 
                 writer = csv.writer(handle)
                 if vertices:
                     return _vertices(store, writer, Path(scratch))
-                writer.writerow(EDGE_COLUMNS)
-                rows = 0
-                for _, raw in store.items():
-                    edge = orjson.loads(raw)
-                    writer.writerow(
-                        [
-                            edge["from_url"],
-                            edge["to_url"],
-                            edge.get("anchor_text", ""),
-                            edge.get("context_window", ""),
-                            edge["link_type"],
-                            edge.get("position", ""),
-                            " ".join(edge.get("rel", [])),
-                            edge["discovered_at"],
-                            edge["last_seen_at"],
-                            str(bool(edge.get("gone", False))).lower(),
-                        ]
-                    )
-                    rows += 1
-                return rows
+                return _edges(store, writer)
         finally:
             store.close()
+
+
+def _edges(store: Rdict, writer: Any) -> int:
+    writer.writerow(EDGE_COLUMNS)
+    rows = refused = 0
+    for key, raw in store.items():
+        try:
+            edge = decode_in_link(_raw(raw), _raw(key))
+        except DecodeError:
+            refused += 1
+            continue
+        writer.writerow(
+            [
+                edge.from_url,
+                edge.to_url,
+                edge.anchor_text,
+                edge.context_window,
+                edge.link_type,
+                edge.position,
+                " ".join(edge.rel),
+                edge.discovered_at,
+                edge.last_seen_at,
+                str(edge.gone).lower(),
+            ]
+        )
+        rows += 1
+    if refused:
+        log.warning("export left out %d undecodable links.by-target records", refused)
+    return rows
 
 
 def _vertices(store: Rdict, writer: Any, scratch: Path) -> int:

@@ -99,7 +99,7 @@ class LinkGraphHandler(BatchHandler):
     def inputs(self) -> tuple[Input, ...]:
         return (
             Input(self._topics.links, decode_page_links),
-            Input(self._topics.by_target, decode_in_link),
+            Input(self._topics.by_target, decode_in_link, keyed=True),
         )
 
     # ----- indexing -------------------------------------------------------------------------

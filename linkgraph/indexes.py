@@ -14,7 +14,8 @@ Re-crawl semantics (DESIGN section 3, step 9):
   or sweeps: the newer fetch's view wins.
 - Replays (redelivered messages) change nothing and produce nothing.
 
-Every forward change is produced to `links.by-target` (key to TAB from, partition by to_url).
+Every forward change is produced to `links.by-target` (key to TAB from, partition by to_url;
+value the version and the edge record, `in_link_value`).
 The handler applies a cycle's messages as one batch, one `PartitionIndexes` per partition. A
 source's first crawl (no forward edge stored, no target twice) takes a bulk path: its edges are
 encoded in one pass and written with one `Transaction.put_many`.
@@ -48,6 +49,9 @@ from schemas.links import LinkEdge, PageLinks
 from streamcrawl.batch import Row
 from streamcrawl.recovery import Derived
 from streamcrawl.state import Transaction
+
+IN_LINK_START = b'{"v":%d,' % SCHEMA_VERSION
+"""The start of every `links.by-target` value: the version, then the edge record's fields."""
 
 
 class PartitionIndexes:
@@ -210,13 +214,11 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks) -> None:
     current = fetched_at == node.fetch.fetched_at
     # A source with no forward edge stored yet (a first crawl) has none to read back.
     stored = node.out_total > 0
-    from_url = links.from_url
-    head = in_link_head(from_url)
-    prefix = f"{from_url}{SEPARATOR}"
-    if not stored and _first_crawl(indexes, links, prefix, head):
+    prefix = f"{links.from_url}{SEPARATOR}"
+    if not stored and _first_crawl(indexes, links, prefix):
         new_edges = len(links.edges)
     else:
-        new_edges = _each_edge(indexes, links, node, stored, prefix, head, current)
+        new_edges = _each_edge(indexes, links, node, stored, prefix, current)
     node.out_total += new_edges
     node.out_live += new_edges
     if current:
@@ -225,10 +227,10 @@ def upsert_page_links(indexes: PartitionIndexes, links: PageLinks) -> None:
         node.fetch.parts_seen.append(links.part)
         node.fetch.parts_seen.sort()
         if node.fetch.complete and node.out_live > node.fetch.refreshed:
-            _sweep_gone(indexes, node, head, fetched_at)
+            _sweep_gone(indexes, node, fetched_at)
 
 
-def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str, head: bytes) -> bool:
+def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str) -> bool:
     """Every edge of a source with none stored, each target once: encoded straight from the
     message's fields, in one pass, for one bulk write. False (nothing done) when a target is
     listed twice: `_each_edge` then merges the duplicates."""
@@ -236,7 +238,6 @@ def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str, head:
     keys = [(prefix + edge.to_url).encode() for edge in links.edges]
     if len(set(keys)) != len(keys):
         return False
-    dumps, join = orjson.dumps, b"".join
     rekeyed_keys, rekeyed_values = indexes.rekeyed_keys, indexes.rekeyed_values
     targets = indexes.rekeyed_targets
     values = []
@@ -245,7 +246,7 @@ def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str, head:
         values.append(encoded)
         to_url = edge.to_url
         rekeyed_keys.append(f"{to_url}\t{from_url}")
-        rekeyed_values.append(join((head, b',"to_url":', dumps(to_url), b",", encoded[1:])))
+        rekeyed_values.append(encoded.replace(b"{", IN_LINK_START, 1))  # in_link_value
         targets.append(to_url.encode())
     indexes.new_keys, indexes.new_values = keys, values
     return True
@@ -257,7 +258,6 @@ def _each_edge(
     node: NodeRecord,
     stored: bool,
     prefix: str,
-    head: bytes,
     current: bool,
 ) -> int:
     """Every edge one by one, merged with the stored one; returns how many edges are new."""
@@ -280,7 +280,7 @@ def _each_edge(
             encoded = changed
         writes.append((FORWARD, key, old, encoded))
         forward_writes[key] = encoded
-        indexes.rekey(to_url, from_url, in_link_value(head, to_url, encoded))
+        indexes.rekey(to_url, from_url, in_link_value(encoded))
     return new_edges
 
 
@@ -336,7 +336,7 @@ def _merged(previous: EdgeRecord, edge: LinkEdge, fetched_at: int, current: bool
     )
 
 
-def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, head: bytes, fetched_at: int) -> None:
+def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, fetched_at: int) -> None:
     stored = indexes.scan_forward(prefix_of(node.url))
     stale = [(key, raw, EdgeRecord.decode(raw)) for key, raw in stored]
     for key, raw, record in stale:
@@ -347,7 +347,7 @@ def _sweep_gone(indexes: PartitionIndexes, node: NodeRecord, head: bytes, fetche
         encoded = record.encode()
         indexes.put_forward(key, raw, encoded)
         _, to_url = split_key(key)
-        indexes.rekey(to_url, node.url, in_link_value(head, to_url, encoded))
+        indexes.rekey(to_url, node.url, in_link_value(encoded))
 
 
 def anchors_of_reverse(table: str, key: bytes, old: bytes | None, new: bytes | None) -> Derived:
@@ -380,12 +380,8 @@ def _live_text(raw: bytes | None) -> str:
     return "" if record.gone else record.anchor_text
 
 
-def in_link_head(from_url: str) -> bytes:
-    """The start of every `links.by-target` value of one source: version and source URL."""
-    return orjson.dumps({"v": SCHEMA_VERSION, "from_url": from_url})[:-1]
-
-
-def in_link_value(head: bytes, to_url: str, encoded: bytes) -> bytes:
-    """The `links.by-target` value: version and ends, then the encoded edge record's fields (one
-    per edge, so no pydantic round trip; `tests/unit/linkgraph` checks it is a valid InLink)."""
-    return b"".join((head, b',"to_url":', orjson.dumps(to_url), b",", encoded[1:]))
+def in_link_value(encoded: bytes) -> bytes:
+    """The `links.by-target` value of an edge whose forward record is `encoded`: its version and
+    that record's fields (the key holds its ends; no pydantic round trip, and the record is
+    copied once; `tests/unit/linkgraph` checks it is a valid `InLinkValue`)."""
+    return encoded.replace(b"{", IN_LINK_START, 1)

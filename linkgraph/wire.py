@@ -1,17 +1,17 @@
 """An in-link as the link graph receives it from `links.by-target`, with its reverse record.
 
-The handler's re-keyed value (`indexes.in_link_value`) is the version, the edge's ends, then the
-forward record's fields in `records.EdgeRecord`'s order: from its first edge field on, the value
-IS the edge record the reverse index stores. A value laid out so (every one this version sends) is
-parsed with orjson, checked field by field against `schemas.links_by_target.InLink`'s rules (a
-strict subset of what the model accepts: exact JSON types, no coercion), and carries those bytes
-behind a brace as `ReceivedInLink.record`, so a new in-link stores them as they came, without an
-encode. Any other value (another layout, a field the strict check does not take) goes through the
-pydantic model, which decides and words a dead-letter reason, and carries no record: the handler
-encodes one (`inlinks.reverse_value`). `tests/unit/linkgraph/test_wire.py` checks both paths
-decode every value alike. The check costs what the model's validation did (3.1 against 3.2 us a
-value, measured on the 2-core machine), so the encode the handler no longer makes is saved, not
-moved into the loop's decoding.
+The handler's re-keyed value (`indexes.in_link_value`) is the version, then the forward record's
+fields in `records.EdgeRecord`'s order; the key holds the edge's ends (`schemas.links_by_target`).
+From its first edge field on, the value IS the edge record the reverse index stores. A value laid
+out so (every one this version sends) is parsed with orjson, checked field by field against
+`InLinkValue`'s rules (a strict subset of what the model accepts: exact JSON types, no coercion),
+its ends taken from the key, and it carries those bytes behind a brace as `ReceivedInLink.record`,
+so a new in-link stores them as they came, without an encode. So does a value with both ends in it
+(`ENDS_LAYOUT`, what earlier versions sent; a compacted topic keeps such records). Any other value
+(another layout, a field the strict check does not take, a key that is no pair of URLs) goes
+through the pydantic model, which decides and words a dead-letter reason, and carries no record:
+the handler encodes one (`inlinks.reverse_value`). `tests/unit/linkgraph/test_wire.py` checks both
+paths decode every value alike.
 """
 
 from __future__ import annotations
@@ -20,18 +20,16 @@ from typing import Any, get_args
 
 import orjson
 
+from schemas.exceptions import DecodeError
 from schemas.links import LinkPosition, LinkType
-from schemas.links_by_target import InLink
-from schemas.serde import decode
+from schemas.links_by_target import InLink, ends
+from schemas.serde import validate
 
 MAX_EPOCH_MILLIS = 2**53
 """`schemas.base.EpochMillis`' bound."""
 LINK_TYPES = frozenset(get_args(LinkType))
 POSITIONS = frozenset(get_args(LinkPosition))
-LAYOUT = (
-    "v",
-    "from_url",
-    "to_url",
+EDGE_FIELDS = (
     "anchor_text",
     "context_window",
     "link_type",
@@ -41,10 +39,14 @@ LAYOUT = (
     "rel",
     "gone",
 )
+LAYOUT = ("v", *EDGE_FIELDS)
 """The fields of a value `indexes.in_link_value` made, in its order."""
+ENDS_LAYOUT = ("v", "from_url", "to_url", *EDGE_FIELDS)
+"""The fields of a value of earlier versions, the edge's ends in it, in its order."""
 RECORD_START = b',"anchor_text":'
 """Where the edge record's fields begin: a JSON string holds no unescaped quote, so the first
-occurrence of these bytes in a value of `LAYOUT` is the anchor text's member, not a URL's text."""
+occurrence of these bytes in a value of either layout is the anchor text's member, not a URL's
+text."""
 
 
 class ReceivedInLink:
@@ -74,25 +76,63 @@ class ReceivedInLink:
         return f"ReceivedInLink({self.to_url!r} <- {self.from_url!r})"
 
 
-def decode_in_link(raw: bytes | None) -> ReceivedInLink:
+def decode_in_link(raw: bytes | None, key: bytes | str | None) -> ReceivedInLink:
     """The loop's decoder of `links.by-target` (see the module docstring); a `DecodeError` for
     a value `InLink` refuses."""
+    pair = _ends(key)
     if raw is not None:
         try:
             fields = orjson.loads(raw)
         except orjson.JSONDecodeError:
             fields = None
-        if type(fields) is dict and tuple(fields) == LAYOUT and _valid(*fields.values()):
-            start = raw.find(RECORD_START)
-            return ReceivedInLink(fields, b"{" + raw[start + 1 :] if start > 0 else None)
-    in_link: InLink = decode(InLink, raw)
-    return ReceivedInLink(dict(in_link.__dict__), None)
+        if type(fields) is dict:
+            layout = tuple(fields)
+            if layout == LAYOUT and pair is not None and _valid(*fields.values()):
+                fields["to_url"], fields["from_url"] = pair
+                return ReceivedInLink(fields, _record(raw))
+            if layout == ENDS_LAYOUT and _valid_ends(*fields.values()):
+                return ReceivedInLink(fields, _record(raw))
+    return ReceivedInLink(dict(_validated(raw, pair).__dict__), None)
+
+
+def _ends(key: bytes | str | None) -> tuple[str, str] | None:
+    if key is None:
+        return None
+    try:
+        return ends(key.decode() if isinstance(key, bytes) else key)
+    except UnicodeDecodeError:
+        return None
+
+
+def _record(raw: bytes) -> bytes | None:
+    start = raw.find(RECORD_START)
+    return b"{" + raw[start + 1 :] if start > 0 else None
+
+
+def _validated(raw: bytes | None, pair: tuple[str, str] | None) -> InLink:
+    """The model's decoding of any other value: the ends from the key unless the value has them."""
+    if raw is None:
+        raise DecodeError("message has no value")
+    try:
+        fields = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise DecodeError(f"not valid JSON: {error}") from error
+    if isinstance(fields, dict) and "from_url" not in fields and "to_url" not in fields:
+        if pair is None:
+            raise DecodeError("key: not to_url TAB from_url, and the value has no ends")
+        fields = {**fields, "to_url": pair[0], "from_url": pair[1]}
+    in_link: InLink = validate(InLink, fields)
+    return in_link
+
+
+def _valid_ends(  # the fields of `ENDS_LAYOUT`, in its order
+    version: Any, from_url: Any, to_url: Any, *edge: Any
+) -> bool:
+    return type(from_url) is str and type(to_url) is str and _valid(version, *edge)
 
 
 def _valid(  # the fields of `LAYOUT`, in its order
     version: Any,
-    from_url: Any,
-    to_url: Any,
     anchor_text: Any,
     context_window: Any,
     link_type: Any,
@@ -106,8 +146,6 @@ def _valid(  # the fields of `LAYOUT`, in its order
     return (
         type(version) is int
         and version >= 1
-        and type(from_url) is str
-        and type(to_url) is str
         and type(anchor_text) is str
         and type(context_window) is str
         and type(link_type) is str

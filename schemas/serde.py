@@ -44,6 +44,15 @@ def decode(schema: type[M] | TypeAdapter[Any], data: bytes | None) -> Any:
         raise DecodeError(f"not valid JSON: {error}") from error
 
 
+def validate(schema: type[M], fields: Any) -> M:
+    """`decode` of a value already parsed from JSON (a dict of JSON's types, which the model
+    validates as it would the JSON); a DecodeError says why not."""
+    try:
+        return schema.model_validate(fields)
+    except ValidationError as error:
+        raise DecodeError(_describe(error)) from error
+
+
 def _describe(error: ValidationError) -> str:
     problems = [
         f"{'.'.join(str(part) for part in item['loc']) or '<root>'}: {item['msg']}"

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from prometheus_client import Counter, Histogram
@@ -45,7 +46,7 @@ from streamcrawl.metrics import LoopMetrics
 from streamcrawl.offsets import PartitionOffsets
 from streamcrawl.recovery import SOURCE_HEADER, Derivation, RestoreReport, source_header
 from streamcrawl.settings import LoopSettings
-from streamcrawl.spec import ServiceSpec
+from streamcrawl.spec import Decoder, KeyedDecoder, ServiceSpec
 from streamcrawl.state import PartitionStore, Transaction, changelog_key
 from streamcrawl.stores import StateStores
 
@@ -97,7 +98,10 @@ class ServiceLoop:
         self._settings = settings
         self._metrics = metrics
         self._crash = crash_points
-        self._decoders = {i.topic: i.decode for i in spec.inputs}
+        self._decoders = {i.topic: cast(Decoder, i.decode) for i in spec.inputs if not i.keyed}
+        self._keyed_decoders = {
+            i.topic: cast(KeyedDecoder, i.decode) for i in spec.inputs if i.keyed
+        }
         self._batched: BatchHandler | None = (
             handler if isinstance(handler, BatchHandler) and spec.stateful else None
         )
@@ -352,6 +356,13 @@ class ServiceLoop:
             messages.extend(self._consumer.consume(self._settings.batch_size - 1, 0))
         return messages
 
+    def _decode(self, topic: str, message: Message, key: bytes | None) -> object:
+        """The message's value as its input's decoder makes it (a keyed one gets the key too)."""
+        keyed = self._keyed_decoders.get(topic)
+        if keyed is not None:
+            return keyed(message.value(), key)
+        return self._decoders[topic](message.value())
+
     def _dispatch(self, message: Message, cycle: _Cycle, rewound: set[TopicPartitionKey]) -> None:
         error = message.error()
         if error is not None:
@@ -373,7 +384,7 @@ class ServiceLoop:
         ticket = (topic, partition, offset)
         record_key = message.key()
         try:
-            value = self._decoders[topic](message.value())
+            value = self._decode(topic, message, record_key)
         except DecodeError as decode_error:
             self._dead_letter(cycle, message, f"undecodable: {decode_error}", "decode")
             cycle.finished.append(ticket)

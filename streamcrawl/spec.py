@@ -8,12 +8,17 @@ from dataclasses import dataclass
 from typing import Any
 
 Decoder = Callable[[bytes | None], Any]
+KeyedDecoder = Callable[[bytes | None, bytes | None], Any]
+"""A decoder of the value and the key (`Input.keyed`)."""
 
 
 @dataclass(frozen=True)
 class Input:
     topic: str
-    decode: Decoder
+    decode: Decoder | KeyedDecoder
+    keyed: bool = False
+    """`decode` is a `KeyedDecoder`: the value leaves to the key what the key holds already (an
+    in-link's ends), so it is decoded with it."""
 
 
 @dataclass(frozen=True)

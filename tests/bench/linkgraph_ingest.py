@@ -36,7 +36,7 @@ from pathlib import Path
 from rocksdict import Rdict, WriteBatch
 
 from linkgraph.handler import LinkGraphHandler, LinkGraphTopics
-from linkgraph.indexes import PartitionIndexes, _first_crawl, in_link_head
+from linkgraph.indexes import PartitionIndexes, _first_crawl
 from linkgraph.nodecache import NodeCache
 from linkgraph.records import PartitionStats, prefix_of
 from linkgraph.wire import decode_in_link
@@ -196,7 +196,7 @@ def encode_forward(batch_of_pages: list[PageLinks]) -> float:
         for page in batch_of_pages[start : start + CYCLE]:
             indexes.begin(None)
             prefix = prefix_of(page.from_url).decode()
-            _first_crawl(indexes, page, prefix, in_link_head(page.from_url))
+            _first_crawl(indexes, page, prefix)
             indexes.keep_rekeyed()
         indexes.rows()
     return time.process_time() - started
@@ -231,10 +231,11 @@ def kernel(passes: list[tuple[Cycles, int]], path: Path, tables: tuple[str, ...]
 
 def _run_cycles(
     handler: LinkGraphHandler, store: PartitionStore, topic: str, values: list[object]
-) -> tuple[float, list[bytes], Cycles]:
-    """Handle `values` in cycles as the loop does; returns CPU seconds, the produced values (kept
-    as bytes: the loop drops each cycle's outputs once delivered) and every cycle's writes."""
-    outputs: list[bytes] = []
+) -> tuple[float, list[tuple[str | bytes | None, bytes]], Cycles]:
+    """Handle `values` in cycles as the loop does; returns CPU seconds, the produced keys and
+    values (kept as they are: the loop drops each cycle's outputs once delivered) and every
+    cycle's writes."""
+    outputs: list[tuple[str | bytes | None, bytes]] = []
     cycles: Cycles = []
     elapsed = 0.0
     offset = 0
@@ -252,9 +253,9 @@ def _run_cycles(
         elapsed += time.process_time() - started
         # The bench's own bookkeeping, off the clock: the produced values for the next pass and
         # the cycle's records for the baseline.
-        outputs.extend(o.value for o in batch.outputs if o.value is not None)
+        outputs.extend((o.key, o.value) for o in batch.outputs if o.value is not None)
         for _, rows in batch.rows:
-            outputs.extend(value for _, value, _ in rows if value is not None)
+            outputs.extend((key, value) for key, value, _ in rows if value is not None)
         cycle = CycleWrites([], [], [])
         for table, writes in top.writes.items():
             for key, value in writes.items():
@@ -273,7 +274,7 @@ def linkgraph(batch_of_pages: list[PageLinks], path: Path) -> tuple[float, float
             handler, store, "links", list(batch_of_pages)
         )
         # Decoding is the loop's work (as for the PageLinks), so it happens before the clock runs.
-        in_links: list[object] = [decode_in_link(value) for value in outputs]
+        in_links: list[object] = [decode_in_link(value, key) for key, value in outputs]
         del outputs
         gc.collect()
         gc.freeze()

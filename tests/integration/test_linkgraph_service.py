@@ -1,6 +1,7 @@
 """The link graph as processes against a real broker: `links` in, indexes queried over HTTP equal to
 the ground truth, two instances answering for each other's keys, an instance killed and rebuilt
-from its changelog answering the same, and the ranker publishing `scores`."""
+from its changelog answering the same, the ranker publishing `scores`, and an in-link whose key
+holds no ends dead-lettered."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from confluent_kafka import Producer
 
-from schemas import members
+from linkgraph.indexes import in_link_value, new_edge_value
+from schemas import links_by_target, members
+from schemas.deadletter import DeadLetter
 from schemas.links import LinkEdge, PageLinks, PageMeta
 from schemas.partitioning import partition_for_key
 from schemas.registry import ALL_TOPICS
@@ -358,3 +362,34 @@ def test_a_killed_instance_rebuilt_from_its_changelog_answers_the_same(
     processes.append(start(deployment, "lg-a", tmp_path))
     wait_for(lambda: addresses(deployment, 1)["lg-a"] != old_address, 90, "the restarted instance")
     assert ground_truth_answers(deployment, pages) == before
+
+
+def test_an_in_link_whose_key_holds_no_ends_is_dead_lettered_and_the_next_applied(
+    deployment: Deployment, processes: list[ServiceProcess], tmp_path: Path
+) -> None:
+    """The value leaves the edge's ends to the key: a key without them is the record's fault."""
+    processes.append(start(deployment, "lg-a", tmp_path))
+    addresses(deployment, 1)
+    target, source = url(900), url(901)
+    edge = LinkEdge(to_url=target, anchor_text="over here", link_type="INTERNAL", discovered_at=5)
+    value = in_link_value(new_edge_value(edge, 9))
+    topic = deployment.topic("links.by-target")
+    partition = links_by_target.partition(target, deployment.partitions)
+    producer = Producer({"bootstrap.servers": deployment.bootstrap})
+    producer.produce(topic, key=target.encode(), value=value, partition=partition)
+    good = links_by_target.key(target, source).encode()
+    producer.produce(topic, key=good, value=value, partition=partition)
+    assert producer.flush(30) == 0
+
+    def applied() -> bool:
+        status, answer = api(deployment, "/v1/graph/in", url=target)
+        return status == 200 and [e["from_url"] for e in answer["edges"]] == [source]
+
+    wait_for(applied, 60, "the good in-link indexed")
+    status, anchors = api(deployment, "/v1/graph/anchors", url=target)
+    assert status == 200 and [a["text"] for a in anchors["anchors"]] == ["over here"]
+    dead = TopicReader(deployment.bootstrap, deployment.topic("deadletter"))
+    dead.read_until(lambda messages: len(messages) >= 1, 30, "one dead letter")
+    letter = decode(DeadLetter, dead.messages[0].value())
+    assert (letter.topic, letter.partition, letter.offset) == (topic, partition, 0)
+    assert "key" in letter.error and letter.stage == "linkgraph"

@@ -220,6 +220,18 @@ SAMPLES: dict[str, list[tuple[Any, BaseModel]]] = {
     ],
     "links.by-target": [
         (
+            links_by_target.InLinkValue,
+            links_by_target.InLinkValue(
+                anchor_text="see",
+                context_window="please see this",
+                link_type="SPONSORED",
+                position="SIDEBAR",
+                discovered_at=NOW,
+                last_seen_at=NOW + 5,
+                gone=True,
+            ),
+        ),
+        (
             links_by_target.InLink,
             links_by_target.InLink(
                 from_url="https://example.com/",
@@ -232,7 +244,7 @@ SAMPLES: dict[str, list[tuple[Any, BaseModel]]] = {
                 last_seen_at=NOW + 5,
                 gone=True,
             ),
-        )
+        ),
     ],
     "scores": [
         (

@@ -96,7 +96,9 @@ class GraphHarness:
         in_links: dict[int, list[Any]] = {}
         for output in rekeyed:
             assert output.partition is not None
-            in_links.setdefault(output.partition, []).append(decode_in_link(output.value))
+            in_links.setdefault(output.partition, []).append(
+                decode_in_link(output.value, output.key)
+            )
         for partition, values in in_links.items():
             self._apply_cycle("links.by-target", partition, values)
         self.outputs.extend(rekeyed)
@@ -117,7 +119,9 @@ class GraphHarness:
     def feed_in_links(self, outputs: list[Output]) -> None:
         for output in outputs:
             assert output.partition is not None
-            self._apply("links.by-target", output.partition, decode_in_link(output.value))
+            self._apply(
+                "links.by-target", output.partition, decode_in_link(output.value, output.key)
+            )
 
     def query(self, query: Query) -> dict[str, Any]:
         partition = self.partition_of(query.url)

@@ -11,7 +11,7 @@ from linkgraph.queries import AnchorQuery, NodeQuery
 from linkgraph.records import ANCHORS, FORWARD, NODES, REVERSE, STATS_KEY, PartitionStats
 from linkgraph.wire import decode_in_link
 from schemas.links import LinkEdge, PageLinks
-from schemas.links_by_target import InLink
+from schemas.links_by_target import InLinkValue
 from schemas.serde import encode
 from tests.unit.linkgraph.harness import GraphHarness
 
@@ -39,10 +39,16 @@ def page(n: int, *targets: str, anchor: str = "text") -> PageLinks:
 
 
 def in_links(graph: GraphHarness, *pages: PageLinks, **changed: str) -> list[Any]:
-    """The in-links `pages` re-key, decoded as the loop decodes them; `changed`: fields set."""
-    outputs = graph.feed(*pages, rekey=False)
-    values = [orjson.loads(o.value) for o in outputs if o.value is not None]
-    return [decode_in_link(orjson.dumps({**value, **changed})) for value in values]
+    """The in-links `pages` re-key, decoded as the loop decodes them; `changed`: fields set (an
+    end in the key, the others in the value)."""
+    made = []
+    for output in graph.feed(*pages, rekey=False):
+        assert output.value is not None and isinstance(output.key, str)
+        to_url, _, from_url = output.key.partition("\t")
+        key = f"{changed.get('to_url', to_url)}\t{changed.get('from_url', from_url)}"
+        fields = {n: v for n, v in changed.items() if n not in ("to_url", "from_url")}
+        made.append(decode_in_link(orjson.dumps({**orjson.loads(output.value), **fields}), key))
+    return made
 
 
 def test_a_rekeyed_value_is_the_in_link_the_schema_encodes(tmp_path: Path) -> None:
@@ -52,9 +58,8 @@ def test_a_rekeyed_value_is_the_in_link_the_schema_encodes(tmp_path: Path) -> No
         outputs = graph.feed(source, rekey=False)
         for output, edge in zip(outputs, source.edges, strict=True):
             assert output.value is not None
-            expected = InLink(
-                from_url=source.from_url,
-                to_url=edge.to_url,
+            assert output.key == f"{edge.to_url}\t{source.from_url}"
+            expected = InLinkValue(
                 anchor_text=edge.anchor_text,
                 context_window=edge.context_window,
                 link_type=edge.link_type,

@@ -13,7 +13,7 @@ import pytest
 from linkgraph.queries import AnchorQuery, EdgeQuery, NodeQuery
 from linkgraph.records import ANCHORS, FORWARD, NODES, REVERSE, STATS_KEY, PartitionStats
 from schemas.links import LinkEdge, PageLinks, PageMeta
-from schemas.links_by_target import InLink
+from schemas.links_by_target import InLinkValue
 from tests.unit.linkgraph.harness import GraphHarness
 
 TYPES = ("INTERNAL", "EXTERNAL", "NOFOLLOW", "UGC", "SPONSORED", "REDIRECT")
@@ -153,7 +153,7 @@ def test_rekeyed_values_validate_as_in_links(graph: GraphHarness) -> None:
         assert output.key == f"{edge.to_url}\t{page.from_url}"
         assert output.partition == graph.partition_of(edge.to_url)
         assert output.value is not None
-        in_link = InLink.model_validate_json(output.value)
+        in_link = InLinkValue.model_validate_json(output.value)
         assert (in_link.anchor_text, in_link.link_type, in_link.rel) == (
             edge.anchor_text,
             edge.link_type,

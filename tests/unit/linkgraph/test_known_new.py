@@ -123,9 +123,10 @@ def test_a_new_target_crawled_in_the_same_batch_keeps_both_sides(graph: GraphHar
     """An in-link makes a new target, then a `links` record of that URL in the same batch (its
     node becomes a full one), then another in-link (a second run): one node with all of it."""
     rekeyed = graph.feed(page(1, TARGET, "https://u.example/"), rekey=False)
-    in_links = [decode_in_link(o.value) for o in rekeyed]
+    in_links = [decode_in_link(o.value, o.key) for o in rekeyed]
     crawled = PageLinks(crawl_id="c1", from_url=TARGET, fetched_at=5000, edges=[])
-    second = decode_in_link(graph.feed(page(2, TARGET), rekey=False)[0].value)
+    (rekeyed_second,) = graph.feed(page(2, TARGET), rekey=False)
+    second = decode_in_link(rekeyed_second.value, rekeyed_second.key)
     values = [("links.by-target", in_links[0]), ("links", crawled), ("links.by-target", second)]
     top = Transaction(graph.stores[0])
     records = [Record(t, 0, 100 + n, None, v, [], 0) for n, (t, v) in enumerate(values)]
@@ -141,11 +142,12 @@ def test_a_new_target_crawled_in_the_same_batch_keeps_both_sides(graph: GraphHar
 def test_an_edge_twice_in_one_run_reads_the_runs_own_write(graph: GraphHarness) -> None:
     """The same edge thrice in one cycle of in-links (a replay, then a newer fetch with another
     anchor): the run reads back what it wrote, and the last write wins with its own source."""
-    raw = graph.feed(page(1, TARGET), rekey=False)[0].value
-    assert raw is not None
-    first = decode_in_link(raw)
+    (output,) = graph.feed(page(1, TARGET), rekey=False)
+    assert output.value is not None
+    first = decode_in_link(output.value, output.key)
     newer = decode_in_link(
-        orjson.dumps({**orjson.loads(raw), "anchor_text": "moved", "last_seen_at": 5000})
+        orjson.dumps({**orjson.loads(output.value), "anchor_text": "moved", "last_seen_at": 5000}),
+        output.key,
     )
     graph._apply_cycle("links.by-target", 0, [first, first, newer])
     key = f"{TARGET}\t{first.from_url}".encode()
