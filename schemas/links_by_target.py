@@ -4,7 +4,7 @@ Producer and consumer: the link-graph service, which re-keys each forward edge s
 owns a target owns all its in-links and anchor texts. Key: to_url + TAB + from_url (compaction keeps
 one record per edge), partitioned by to_url alone with the kernel's murmur2 so every edge of one
 target lands on one partition. Value: an `InLinkValue`, the edge's fields without its ends, which
-the key holds (about a third fewer bytes than repeating both URLs). A value that has both ends
+the key holds (a quarter to a third fewer bytes than repeating both URLs). A value with both ends
 (`InLink`, what versions before this one sent, still in a compacted topic) is read as it is.
 """
 
