@@ -77,8 +77,10 @@ class LinkGraphHandler(BatchHandler):
     """Anchor entries follow from the reverse records: no changelog records of their own."""
     derive = staticmethod(anchors_of_reverse)
 
-    def __init__(self, topics: LinkGraphTopics) -> None:
+    def __init__(self, topics: LinkGraphTopics, *, in_link_ends: bool = False) -> None:
         self._topics = topics
+        self._in_link_ends = in_link_ends
+        """Re-keyed values carry the edge's ends too (`LinkGraphOptions.in_link_ends`)."""
         self._lock = threading.Lock()
         self._open: set[int] = set()
         self._pending: dict[int, list[tuple[Query, Future[dict[str, Any]]]]] = {}
@@ -116,7 +118,9 @@ class LinkGraphHandler(BatchHandler):
         nodes = self._nodes.get(partition)
         if nodes is None:  # its epoch counted on from the stored stats (`linkgraph.nodecache`)
             nodes = self._nodes[partition] = self._node_cache(stats, batch.transaction.scan(NODES))
-        indexes = PartitionIndexes(batch.transaction, nodes, stats, self._topics.partitions)
+        indexes = PartitionIndexes(
+            batch.transaction, nodes, stats, self._topics.partitions, self._in_link_ends
+        )
         links_topic = self._topics.links
         in_links: list[Record] = []
         """The run of in-links since the last `links` record (applied together, in order)."""

@@ -70,8 +70,11 @@ class PartitionIndexes:
         nodes: NodeCache,
         stats: PartitionStats,
         partitions: int,
+        in_link_ends: bool = False,
     ) -> None:
         self.transaction = transaction
+        self.in_link_ends = in_link_ends
+        """The re-keyed values carry the edge's ends too (`in_link_value_with_ends`)."""
         self.stats = stats
         self.cache = nodes
         self.partitions = partitions
@@ -151,6 +154,8 @@ class PartitionIndexes:
         """The committed messages' re-keyed edges for `links.by-target`: key, in-link value and
         the target's partition (`links_by_target.partition`, for all of them at once)."""
         keys, values, targets = self._rows
+        if self.in_link_ends:
+            values = [in_link_value_with_ends(k, v) for k, v in zip(keys, values, strict=True)]
         return list(zip(keys, values, partitions_of_keys(targets, self.partitions), strict=True))
 
     def get(self, table: str, key: bytes) -> bytes | None:
@@ -378,6 +383,15 @@ def _live_text(raw: bytes | None) -> str:
     except CorruptRecordError:
         return ""  # indexing would have dead-lettered its in-link: it indexes no anchor
     return "" if record.gone else record.anchor_text
+
+
+def in_link_value_with_ends(key: str, value: bytes) -> bytes:
+    """An `in_link_value` as link graphs before it read it: the version, both ends (`key`'s),
+    then the edge record's fields (`schemas.links_by_target.InLink`, the fields in `wire`'s
+    `ENDS_LAYOUT` order)."""
+    to_url, _, from_url = key.partition("\t")
+    head = orjson.dumps({"v": SCHEMA_VERSION, "from_url": from_url, "to_url": to_url})
+    return b"".join((head[:-1], b",", value[len(IN_LINK_START) :]))
 
 
 def in_link_value(encoded: bytes) -> bytes:

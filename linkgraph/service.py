@@ -70,6 +70,10 @@ class LinkGraphOptions(BaseModel):
     farm_share: Annotated[float, Field(gt=0, le=1)] = 0.9
     farm_min_links: Annotated[int, Field(ge=1)] = 10
     syndication_min_links: Annotated[int, Field(ge=1)] = 10
+    in_link_ends: bool = False
+    """Write each in-link's ends into its `links.by-target` value too, as link graphs before the
+    value held the edge alone read it (they dead-letter the shorter one): set it while such a
+    group is upgraded one instance at a time, and unset it once every instance runs this one."""
 
     def ranker_config(self) -> RankerConfig:
         return RankerConfig(
@@ -148,7 +152,10 @@ def main() -> int:
     except PartitionMismatchError as error:
         sys.stderr.write(f"streamcrawl: {error}\n")
         return 2
-    handler = LinkGraphHandler(LinkGraphTopics(links_topic, by_target_topic, counts[links_topic]))
+    handler = LinkGraphHandler(
+        LinkGraphTopics(links_topic, by_target_topic, counts[links_topic]),
+        in_link_ends=settings.linkgraph.in_link_ends,
+    )
     member_table: TopicTable[members.Member] = TopicTable(
         table_consumer_config(settings),
         topic_name(settings, members.TOPIC),

@@ -29,9 +29,10 @@ class _Reader:
 
 
 class GraphHarness:
-    def __init__(self, root: Path, partitions: int = 1) -> None:
+    def __init__(self, root: Path, partitions: int = 1, *, in_link_ends: bool = False) -> None:
         self.topics = LinkGraphTopics("links", "links.by-target", partitions)
-        self.handler = LinkGraphHandler(self.topics)
+        self.in_link_ends = in_link_ends
+        self.handler = LinkGraphHandler(self.topics, in_link_ends=in_link_ends)
         options = StoreOptions(StateSettings())
         self.stores = [
             PartitionStore(root / f"p{p}", self.handler.tables(), options)
@@ -50,7 +51,7 @@ class GraphHarness:
 
     def restart(self) -> None:
         """A new handler over the same stores, its partitions opened (a restarted instance)."""
-        self.handler = LinkGraphHandler(self.topics)
+        self.handler = LinkGraphHandler(self.topics, in_link_ends=self.in_link_ends)
         self._open()
 
     def partition_of(self, url: str) -> int:

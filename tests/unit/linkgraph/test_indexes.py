@@ -11,9 +11,18 @@ import orjson
 import pytest
 
 from linkgraph.queries import AnchorQuery, EdgeQuery, NodeQuery
-from linkgraph.records import ANCHORS, FORWARD, NODES, REVERSE, STATS_KEY, PartitionStats
+from linkgraph.records import (
+    ANCHORS,
+    FORWARD,
+    NODES,
+    REVERSE,
+    STATS_KEY,
+    TABLES,
+    PartitionStats,
+)
+from linkgraph.wire import ENDS_LAYOUT
 from schemas.links import LinkEdge, PageLinks, PageMeta
-from schemas.links_by_target import InLinkValue
+from schemas.links_by_target import InLink, InLinkValue
 from tests.unit.linkgraph.harness import GraphHarness
 
 TYPES = ("INTERNAL", "EXTERNAL", "NOFOLLOW", "UGC", "SPONSORED", "REDIRECT")
@@ -159,6 +168,32 @@ def test_rekeyed_values_validate_as_in_links(graph: GraphHarness) -> None:
             edge.link_type,
             edge.rel,
         )
+
+
+def test_with_in_link_ends_the_values_are_those_earlier_link_graphs_read(tmp_path: Path) -> None:
+    """During an upgrade from a link graph that reads only values with both ends, the re-keyed
+    values carry them (`in_link_ends`); the indexes both layouts build are the same."""
+    pages = generated_graph(seed=3, sources=12, max_out=10)
+    pages.append(pages[0].model_copy(update={"fetched_at": pages[0].fetched_at + 10}))
+    compact, with_ends = (
+        GraphHarness(tmp_path / "a", 2),
+        GraphHarness(tmp_path / "b", 2, in_link_ends=True),
+    )
+    try:
+        outputs = with_ends.feed(*pages)
+        compact.feed(*pages)
+        assert outputs and all(o.value is not None for o in outputs)
+        for output in outputs:
+            assert output.value is not None and isinstance(output.key, str)
+            assert tuple(orjson.loads(output.value)) == ENDS_LAYOUT
+            in_link = InLink.model_validate_json(output.value)
+            assert f"{in_link.to_url}\t{in_link.from_url}" == output.key
+        for partition in range(2):
+            for table in TABLES:
+                assert with_ends.scan(partition, table) == compact.scan(partition, table)
+    finally:
+        compact.close()
+        with_ends.close()
 
 
 def test_queries_paginate_and_filter(graph: GraphHarness) -> None:
