@@ -6,8 +6,7 @@ partitions other instances own. Records are de-duplicated through a temporary Ro
 an export is bounded by disk, not memory. Edge columns follow GraphFrames' names: ``src``,
 ``dst``, then seed 002's edge fields (``rel`` space-separated); a record the link graph would
 dead-letter (`wire.decode_in_link` refuses it) is left out and counted in the log. The vertex list
-has ``id``,
-``host``, ``registered_domain``. Load with
+has ``id``, ``host``, ``registered_domain``. Load with
 ``spark.read.csv(path, header=True, multiLine=True, escape='"')``.
 """
 
