@@ -68,6 +68,18 @@ def _crawl_request() -> seeds.CrawlRequest:
     )
 
 
+IN_LINK_EDGE: dict[str, Any] = {
+    "anchor_text": "see",
+    "context_window": "please see this",
+    "link_type": "SPONSORED",
+    "position": "SIDEBAR",
+    "discovered_at": NOW,
+    "last_seen_at": NOW + 5,
+    "gone": True,
+}
+"""An in-link's edge: the `links.by-target` value alone, and with its ends."""
+
+
 def _edge(to_url: str, anchor: str = "anchor") -> links.LinkEdge:
     return links.LinkEdge(
         to_url=to_url,
@@ -219,30 +231,11 @@ SAMPLES: dict[str, list[tuple[Any, BaseModel]]] = {
         )
     ],
     "links.by-target": [
-        (
-            links_by_target.InLinkValue,
-            links_by_target.InLinkValue(
-                anchor_text="see",
-                context_window="please see this",
-                link_type="SPONSORED",
-                position="SIDEBAR",
-                discovered_at=NOW,
-                last_seen_at=NOW + 5,
-                gone=True,
-            ),
-        ),
+        (links_by_target.InLinkValue, links_by_target.InLinkValue(**IN_LINK_EDGE)),
         (
             links_by_target.InLink,
             links_by_target.InLink(
-                from_url="https://example.com/",
-                to_url="https://example.org/",
-                anchor_text="see",
-                context_window="please see this",
-                link_type="SPONSORED",
-                position="SIDEBAR",
-                discovered_at=NOW,
-                last_seen_at=NOW + 5,
-                gone=True,
+                from_url="https://example.com/", to_url="https://example.org/", **IN_LINK_EDGE
             ),
         ),
     ],
