@@ -25,7 +25,8 @@ side, and completely: each pass ends, on the clock, when the flushes and compact
 triggered are done (`settle`), so a side is charged for all it set off and none of what the pass
 before it did. Until session 15 the clock stopped at the last write, which left whatever was still
 compacting off the count: the bare reverse pass, done soonest, left 0.44-0.58 CPU s of its 2.1-2.4
-that way, the link graph's 0.12-0.29 of its 4.6-5.4, which held the ratio down by about 0.04.
+that way, the link graph's 0.12-0.29 of its 4.6-5.4: both passes read 0.42 just before the change
+and 0.44-0.54 (median 0.48) in the hour after it.
 Neither side forces a flush of what is still in the memtables.
 """
 
