@@ -64,6 +64,14 @@ def split_changelog_key(raw: bytes) -> tuple[str, bytes]:
     return table.decode(), key
 
 
+def background_work(families: Iterable[Rdict]) -> int:
+    """Flushes and compactions RocksDB is running or has queued over these column families (0:
+    nothing left to do in the background)."""
+    return sum(
+        family.property_int_value(name) or 0 for family in families for name in BACKGROUND_WORK
+    )
+
+
 class StoreOptions:
     """RocksDB options sized for many small stores on a small machine: one block cache and one
     memtable budget (a `WriteBufferManager`) shared by every store of the process."""
@@ -184,7 +192,7 @@ class PartitionStore:
     def background_work(self) -> int:
         """Flushes and compactions RocksDB is running or has queued, over all the tables (0:
         nothing left to do in the background)."""
-        return sum(map(self.int_property, BACKGROUND_WORK))
+        return background_work(self._families.values())
 
     def close(self) -> None:
         """Flush and release the directory lock; column family views must go first."""

@@ -99,6 +99,7 @@ from streamcrawl.heap import GC_THRESHOLDS, settle_heap, settled_heap
 from streamcrawl.recovery import source_header
 from streamcrawl.settings import LoopSettings, StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Transaction
+from tests.bench.settle import settle
 
 TARGET_RATIO = 0.5
 TARGET_RSS_GROWTH = 1.5
@@ -202,19 +203,6 @@ def rss_bytes() -> int:
 
 def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-SETTLE_TIMEOUT_S = 300.0
-
-
-def settle(store: PartitionStore) -> None:
-    """Wait until RocksDB has no flush or compaction running or pending in ``store``: a side's
-    background work then runs while it is the side running, not into the other's turn."""
-    give_up = time.monotonic() + SETTLE_TIMEOUT_S
-    while store.background_work():
-        if time.monotonic() > give_up:
-            raise SystemExit(f"RocksDB at {store.path} still busy after {SETTLE_TIMEOUT_S:.0f} s")
-        time.sleep(0.01)
 
 
 def deep_size(root: object) -> int:
@@ -505,7 +493,7 @@ def run_frontier(
     give_back = GiveBack()
     for cycle in range(shape.cycles):
         if cycle - block_start == BLOCK_CYCLES:
-            settle(frontier.store)
+            settle(frontier.store.background_work, str(frontier.store.path))
             for baseline in baselines:
                 meter.excluded(baseline.run, range(block_start, cycle))
             block_start = cycle
@@ -525,7 +513,7 @@ def run_frontier(
             )
             points.append(point)
         progress(admitted, shape.urls, "frontier")
-    settle(frontier.store)
+    settle(frontier.store.background_work, str(frontier.store.path))
     cpu, wall = meter.totals()
     for baseline in baselines:
         baseline.run(range(block_start, shape.cycles))
@@ -648,7 +636,7 @@ class Bare:
                 self.give_back.when_due()
             self.done += len(urls)
             progress(self.done, shape.urls, self.name)
-        settle(self.store)
+        settle(self.store.background_work, str(self.store.path))
         self.wall += time.perf_counter() - started
 
     def finish(self) -> BareRun:

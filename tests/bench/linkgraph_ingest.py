@@ -22,12 +22,12 @@ path with no handler (the loop's Record per message, one batch per cycle, `Trans
 `PartitionStore.write`): about the highest ratio any handler could reach. CPU time of the process,
 so a busy neighbour on the 2-core machine does not count. RocksDB's background work counts on every
 side, and completely: each pass ends, on the clock, when the flushes and compactions its writes
-triggered are done (`settle`), so a side is charged for all it set off and none of what the pass
-before it did. Until session 15 the clock stopped at the last write, which left whatever was still
-compacting off the count: the bare reverse pass, done soonest, left 0.44-0.58 CPU s of its 2.1-2.4
-that way, the link graph's 0.12-0.29 of its 4.6-5.4: both passes read 0.42 just before the change
-and 0.44-0.54 (median 0.48) in the hour after it.
-Neither side forces a flush of what is still in the memtables.
+triggered are done (`tests.bench.settle`), so a side is charged for all it set off and none of
+what the pass before it did. Until session 15 the clock stopped at the last write, which left
+whatever was still compacting off the count: the bare reverse pass, done soonest, left 0.44-0.58
+CPU s of its 2.1-2.4 that way, the link graph's 0.12-0.29 of its 4.6-5.4: both passes read 0.42
+just before the change and 0.44-0.54 (median 0.48) in the hour after it. Neither side forces a
+flush of what is still in the memtables.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from __future__ import annotations
 import gc
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,14 +52,15 @@ from streamcrawl.handler import Context, Record
 from streamcrawl.heap import settle_heap
 from streamcrawl.settings import StateSettings
 from streamcrawl.state import (
-    BACKGROUND_WORK,
     CHANGELOG_OFFSET_KEY,
     CHANGELOG_TOPIC_KEY,
     META_TABLE,
     PartitionStore,
     StoreOptions,
     Transaction,
+    background_work,
 )
+from tests.bench.settle import settle
 
 CYCLE = 500
 POSITIONS = ("NAV", "CONTENT", "FOOTER", "SIDEBAR")
@@ -112,19 +113,6 @@ class IngestResult:
         return self.bare_forward_s + self.bare_reverse_s
 
 
-SETTLE_TIMEOUT_S = 120.0
-
-
-def settle(background_work: Callable[[], int]) -> None:
-    """Wait until a store has no flush or compaction running or pending (`background_work`
-    counts them): the end of a pass, on its clock (see the module docstring)."""
-    give_up = time.monotonic() + SETTLE_TIMEOUT_S
-    while background_work():
-        if time.monotonic() > give_up:
-            raise SystemExit(f"RocksDB still busy after {SETTLE_TIMEOUT_S:.0f} s")
-        time.sleep(0.005)
-
-
 def pages(count: int, per_page: int, hosts: int, seed: int = 1) -> list[PageLinks]:
     """A site-like graph: per page `per_page` out-links, nav links shared, content links spread."""
     rng = random.Random(seed)
@@ -171,10 +159,6 @@ def bare(passes: list[Cycles], path: Path, tables: tuple[str, ...]) -> list[floa
     handles = {name: db.get_column_family_handle(name) for name in families}
     views = [db.get_column_family(name) for name in families]
     write_options = options.write_options()  # the kernel's: no write-ahead log
-
-    def background_work() -> int:  # `PartitionStore.background_work` of a bare Rdict
-        return sum(view.property_int_value(name) or 0 for view in views for name in BACKGROUND_WORK)
-
     elapsed = []
     for cycles in passes:
         started = time.process_time()
@@ -186,7 +170,7 @@ def bare(passes: list[Cycles], path: Path, tables: tuple[str, ...]) -> list[floa
                 else:
                     batch.put(key, value, handles[table])
             db.write(batch, write_options)
-        settle(background_work)
+        settle(lambda: background_work(views), str(path))
         elapsed.append(time.process_time() - started)
     for view in views:
         view.close()
@@ -252,7 +236,7 @@ def kernel(passes: list[tuple[Cycles, int]], path: Path, tables: tuple[str, ...]
             replay.writes = writes
             apply_batch(replay, 0, records, top)
             store.write(top.writes, "changelog", offset)
-        settle(store.background_work)
+        settle(store.background_work, str(path))
         elapsed.append(time.process_time() - started)
     store.close()
     return elapsed
@@ -295,7 +279,7 @@ def _run_cycles(
         cycle.append(META_TABLE, CHANGELOG_OFFSET_KEY, str(offset).encode())
         cycles.append(cycle)
         bookkeeping += time.thread_time() - copying
-    settle(store.background_work)
+    settle(store.background_work, str(store.path))
     elapsed = time.process_time() - started - bookkeeping
     return elapsed, outputs, cycles
 
