@@ -34,7 +34,7 @@ from linkgraph import metrics
 from linkgraph.exceptions import CorruptRecordError, NotOwnedError, QueryError
 from linkgraph.indexes import PartitionIndexes, anchors_of_reverse, upsert_page_links
 from linkgraph.inlinks import upsert_in_links
-from linkgraph.nodecache import NodeCache
+from linkgraph.nodecache import MAX_TARGETS, NodeCache
 from linkgraph.queries import Query, TableReader, answer
 from linkgraph.records import ANCHORS, FORWARD, NODES, STATS_KEY, TABLES, PartitionStats
 from linkgraph.wire import decode_in_link
@@ -77,10 +77,18 @@ class LinkGraphHandler(BatchHandler):
     """Anchor entries follow from the reverse records: no changelog records of their own."""
     derive = staticmethod(anchors_of_reverse)
 
-    def __init__(self, topics: LinkGraphTopics, *, in_link_ends: bool = False) -> None:
+    def __init__(
+        self,
+        topics: LinkGraphTopics,
+        *,
+        in_link_ends: bool = False,
+        kept_targets: int = MAX_TARGETS,
+    ) -> None:
         self._topics = topics
         self._in_link_ends = in_link_ends
         """Re-keyed values carry the edge's ends too (`LinkGraphOptions.in_link_ends`)."""
+        self._kept_targets = kept_targets
+        """Written targets each partition's node cache keeps (`LinkGraphOptions.kept_targets`)."""
         self._lock = threading.Lock()
         self._open: set[int] = set()
         self._pending: dict[int, list[tuple[Query, Future[dict[str, Any]]]]] = {}
@@ -152,11 +160,12 @@ class LinkGraphHandler(BatchHandler):
         metrics.EDGES_UPSERTED.inc(indexes.upserted)
         self._stats_dirty.add(partition)
 
-    @staticmethod
-    def _node_cache(stats: PartitionStats, stored: Iterator[tuple[bytes, bytes]]) -> NodeCache:
+    def _node_cache(
+        self, stats: PartitionStats, stored: Iterator[tuple[bytes, bytes]]
+    ) -> NodeCache:
         """A partition's node cache, beginning its next in-link epoch (`linkgraph.nodecache`)."""
         stats.epoch += 1
-        nodes = NodeCache(epoch=stats.epoch)
+        nodes = NodeCache(epoch=stats.epoch, targets_limit=self._kept_targets)
         nodes.load(stored)
         return nodes
 

@@ -232,6 +232,8 @@ def _one_by_one(
                 if target is not None
                 else _uncached_node(indexes, to_url, in_link.discovered_at)
             )
+            if target is not None and target.source is None and target.written_size:
+                target.changing()  # a kept target, before this cycle's first change
             # A target with no in-link stored has no reverse record, nor has a target of this
             # epoch one its filter rules out (see `nodecache`): no read.
             old = (

@@ -16,9 +16,10 @@ Most targets are new (a page's content links point at pages nobody linked before
 store has no node for is kept as a `NewTarget`, only the counts in-links change, and encoded at
 `flush` from a template (`records.new_target_value`), with no `NodeRecord` made or serialised; it
 becomes a full cached node only when something else needs it (`get`). Once written it is kept,
-with the counts its stored value was made of, so a later cycle's in-link to it (a site's
-navigation, linked by every page) counts on without a read or a decode; at most `MAX_TARGETS` are
-kept, those changed longest ago forgotten first (a later in-link reads such a one back).
+its counts being those its stored value was made of, so a later cycle's in-link to it (a site's
+navigation, linked by every page) counts on without a read or a decode; a cycle that changes it
+first takes those counts aside (`NewTarget.changing`). At most `MAX_TARGETS` are kept, those
+changed longest ago forgotten first (a later in-link reads such a one back).
 
 Whether the store has a node at all is asked of a Bloom filter of the nodes table's keys first
 (`might_be_stored`, `linkgraph.keyfilter`): a new target is then known new without a RocksDB read,
@@ -61,8 +62,13 @@ from streamcrawl.state import Transaction
 
 MAX_NODES = 32_768
 """Nodes kept per state partition (about 1 KiB of Python objects each)."""
-MAX_TARGETS = 32_768
-"""Written targets kept as counts per state partition (about 0.6 KiB each, with the URL)."""
+MAX_TARGETS = 131_072
+"""Written targets kept as counts per state partition by default (`LinkGraphOptions.kept_targets`):
+about 0.33 KiB each with a 70-character URL, 42 MiB at the bound. In a wide crawl a site's next
+page, and its in-links to the site's navigation, comes after the targets of many other sites'
+pages: on the link-graph benchmark (3,000 sites, 25 links a page) 75,000 targets apart. At
+32,768, each such in-link read its target's node back and decoded it, and the reverse pass took
+1.08 times the CPU (tests/bench/RESULTS.md, session 16)."""
 STORED_EXPECTED = 1 << 18
 """Node keys a partition's filter holds at first (512 KiB, 2 bytes a key); it doubles as needed."""
 IN_LINKS_EXPECTED = 1 << 20
@@ -93,18 +99,22 @@ class NewTarget:
     in_total: int = 0
     source: str | None = None
     """The last message that changed it this cycle (its changelog header); None: unchanged."""
-    written: tuple[int, int, int, int] | None = None
-    """The counts its stored value (in the store or the cycle's transaction) was made of
-    (`stored`): first seen at, in-links live, stored and epoch; None while it has none. Counts
-    rather than the value: a third of the memory a kept target takes."""
     written_size: int = 0
-    """The length of that value."""
+    """The length of its stored value (in the store or the cycle's transaction); 0: none."""
+    written: tuple[int, int, int, int] | None = None
+    """The counts its stored value was made of (first seen at, in-links live, stored, epoch),
+    taken before a cycle's first change (`changing`) and dropped once written; None: its counts
+    as they are (a kept target holds no tuple: 72 bytes fewer)."""
+
+    def changing(self) -> None:
+        """A cycle is about to change this written target: remember what its value holds."""
+        self.written = (self.first_seen_at, self.in_live, self.in_total, self.in_epoch)
 
     def stored(self) -> bytes | None:
-        """Its value in the store (or the cycle's transaction), made again from `written`."""
-        written = self.written
-        if written is None:
+        """Its value in the store (or the cycle's transaction), made again from its counts."""
+        if not self.written_size:
             return None
+        written = self.written or (self.first_seen_at, self.in_live, self.in_total, self.in_epoch)
         return new_target_value(self.url, origin_fields(origin_of(self.url)), *written)
 
 
@@ -249,8 +259,8 @@ class NodeCache:
         for target in self.targets_changed:
             source, target.source = target.source, None
             url = target.url
-            written = target.written
-            if written is not None:  # a new one went in at the end already
+            written, target.written = target.written, None
+            if target.written_size:  # a new one went in at the end already
                 del targets[url]
                 targets[url] = target
             counts = (target.first_seen_at, target.in_live, target.in_total, target.in_epoch)
@@ -258,13 +268,13 @@ class NodeCache:
                 continue
             value = new_target_value(url, origin_fields(origin_of(url)), *counts)
             key = url.encode()
-            if written is None:
+            if not target.written_size:
                 first.append(key)
                 entries += 1
                 size += len(key) + len(value)
             else:
                 size += len(value) - target.written_size
-            target.written, target.written_size = counts, len(value)
+            target.written_size = len(value)
             keys.append(key)
             values.append(value)
             sources.append(source)

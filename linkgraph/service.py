@@ -26,6 +26,7 @@ from linkgraph.api import GraphApi
 from linkgraph.exceptions import PartitionMismatchError
 from linkgraph.export import write_export
 from linkgraph.handler import LinkGraphHandler, LinkGraphTopics
+from linkgraph.nodecache import MAX_TARGETS
 from linkgraph.pagerank import RankParameters
 from linkgraph.publisher import ScorePublisher
 from linkgraph.ranker import LinkReader, Ranker, RankerConfig
@@ -70,6 +71,10 @@ class LinkGraphOptions(BaseModel):
     farm_share: Annotated[float, Field(gt=0, le=1)] = 0.9
     farm_min_links: Annotated[int, Field(ge=1)] = 10
     syndication_min_links: Annotated[int, Field(ge=1)] = 10
+    kept_targets: Annotated[int, Field(ge=1)] = MAX_TARGETS
+    """Written targets each state partition keeps as counts (`linkgraph.nodecache`): an in-link
+    to a kept one needs no read of its node. About 0.33 KiB each with a 70-character URL, so
+    42 MiB a partition at the default; lower it for many partitions an instance."""
     in_link_ends: bool = False
     """Write each in-link's ends into its `links.by-target` value too, as link graphs before the
     value held the edge alone read it (they dead-letter the shorter one): set it while such a
@@ -155,6 +160,7 @@ def main() -> int:
     handler = LinkGraphHandler(
         LinkGraphTopics(links_topic, by_target_topic, counts[links_topic]),
         in_link_ends=settings.linkgraph.in_link_ends,
+        kept_targets=settings.linkgraph.kept_targets,
     )
     member_table: TopicTable[members.Member] = TopicTable(
         table_consumer_config(settings),

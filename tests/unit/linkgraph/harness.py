@@ -49,9 +49,11 @@ class GraphHarness:
             ctx = Context(partition=partition, transaction=Transaction(store))
             self.handler.on_partition_opened(ctx)
 
-    def restart(self) -> None:
-        """A new handler over the same stores, its partitions opened (a restarted instance)."""
-        self.handler = LinkGraphHandler(self.topics, in_link_ends=self.in_link_ends)
+    def restart(self, **options: Any) -> None:
+        """A new handler over the same stores, its partitions opened (a restarted instance);
+        `options` are the handler's keyword arguments."""
+        options.setdefault("in_link_ends", self.in_link_ends)
+        self.handler = LinkGraphHandler(self.topics, **options)
         self._open()
 
     def partition_of(self, url: str) -> int:

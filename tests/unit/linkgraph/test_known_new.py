@@ -174,8 +174,7 @@ def test_a_written_target_is_kept_and_counted_on_without_a_read(
     """A target written in one cycle is counted on in the next without reading its node; one
     forgotten beyond the bound (the least recently changed first) is read back; a kept one
     crawled as a source becomes a full node over what the store has. The stats stay exact."""
-    monkeypatch.setattr(nodecache, "MAX_TARGETS", 4)
-    graph.restart()
+    graph.restart(kept_targets=4)
     store = graph.stores[0]
     reads: list[bytes] = []
     stored_get = store.get
@@ -203,6 +202,31 @@ def test_a_written_target_is_kept_and_counted_on_without_a_read(
     crawled = node(graph, others[-1])
     assert (crawled["crawled"], crawled["in_degree"], crawled["fetched_at"]) == (True, 2, 5000)
     stats = PartitionStats.decode(store.get(NODES, STATS_KEY))
+    stored = [(k, v) for k, v in graph.scan(0, NODES) if k != STATS_KEY]
+    assert stats.entries[NODES] == len(stored)
+    assert stats.size[NODES] == sum(len(k) + len(v) for k, v in stored)
+
+
+def test_a_kept_target_changed_then_crawled_in_one_batch_keeps_its_stored_size(
+    graph: GraphHarness,
+) -> None:
+    """A kept target that an in-link changes, then a `links` record of that URL crawls, in one
+    batch: the full node it becomes knows the value the store has (the counts taken before the
+    change), so the stats stay exact, and nothing of the kept counts outlives the full node."""
+    graph.feed_in_cycles(*[page(n, TARGET) for n in range(1, 10)])  # written and kept
+    (rekeyed,) = graph.feed(page(10, TARGET), rekey=False)  # 10 in-links: a longer value
+    crawled = PageLinks(crawl_id="c1", from_url=TARGET, fetched_at=5000, edges=[])
+    values = [("links.by-target", decode_in_link(rekeyed.value, rekeyed.key)), ("links", crawled)]
+    top = Transaction(graph.stores[0])
+    records = [Record(t, 0, 100 + n, None, v, [], 0) for n, (t, v) in enumerate(values)]
+    assert not apply_batch(graph.handler, 0, records, top).rejections
+    graph.handler.on_tick(Context(partition=0, transaction=top))
+    graph.stores[0].write(top.writes, "changelog", None)
+    graph.handler._nodes[0].entries.clear()  # the full node forgotten: read back from here on
+    graph.feed_in_cycles(page(11, TARGET))
+    target = node(graph)
+    assert (target["crawled"], target["in_degree"], target["fetched_at"]) == (True, 11, 5000)
+    stats = PartitionStats.decode(graph.stores[0].get(NODES, STATS_KEY))
     stored = [(k, v) for k, v in graph.scan(0, NODES) if k != STATS_KEY]
     assert stats.entries[NODES] == len(stored)
     assert stats.size[NODES] == sum(len(k) + len(v) for k, v in stored)
