@@ -46,7 +46,7 @@ from linkgraph.records import (
 )
 from schemas.base import SCHEMA_VERSION
 from schemas.links import LinkEdge, PageLinks
-from streamcrawl.batch import Row
+from streamcrawl.batch import Rows
 from streamcrawl.recovery import Derived
 from streamcrawl.state import Transaction
 
@@ -150,13 +150,13 @@ class PartitionIndexes:
         self.rekeyed_values.append(value)
         self.rekeyed_targets.append(to_url.encode())
 
-    def rows(self) -> list[Row]:
+    def rows(self) -> Rows:
         """The committed messages' re-keyed edges for `links.by-target`: key, in-link value and
         the target's partition (`links_by_target.partition`, for all of them at once)."""
         keys, values, targets = self._rows
         if self.in_link_ends:
             values = [in_link_value_with_ends(k, v) for k, v in zip(keys, values, strict=True)]
-        return list(zip(keys, values, partitions_of_keys(targets, self.partitions), strict=True))
+        return Rows(keys, values, partitions_of_keys(targets, self.partitions))
 
     def get(self, table: str, key: bytes) -> bytes | None:
         """A stored value as the cycle's earlier messages left it (not this message's writes)."""

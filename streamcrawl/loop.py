@@ -31,7 +31,7 @@ from prometheus_client import Counter, Histogram
 from schemas.deadletter import dead_letter
 from schemas.exceptions import DecodeError
 from schemas.serde import encode
-from streamcrawl.batch import BatchHandler, Row, apply_batch
+from streamcrawl.batch import BatchHandler, Rows, apply_batch
 from streamcrawl.crashpoints import CrashPoints
 from streamcrawl.exceptions import FatalKafkaError
 from streamcrawl.handler import BaseHandler, Context, Deferred, Handler, Output, Record
@@ -60,7 +60,7 @@ class _Cycle:
     """What one cycle collected before it talks to Kafka."""
 
     outputs: list[Output] = field(default_factory=list)
-    rows: list[tuple[str, list[Row]]] = field(default_factory=list)
+    rows: list[tuple[str, Rows]] = field(default_factory=list)
     """Batch handlers' bulk outputs (`Batch.produce_rows`), sent after `outputs`."""
     finished: list[tuple[str, int, int]] = field(default_factory=list)
     transactions: dict[int, Transaction] = field(default_factory=dict)

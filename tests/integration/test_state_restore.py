@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from schemas.deadletter import DeadLetter  # noqa: F401  (the loop's dead-letter model)
-from streamcrawl.batch import Batch, BatchHandler, Row
+from streamcrawl.batch import Batch, BatchHandler, Rows
 from streamcrawl.handler import BaseHandler, Context, Deferred, Record
 from streamcrawl.loop import ServiceLoop
 from streamcrawl.recovery import Derived
@@ -213,7 +213,8 @@ class BatchLedger(BatchHandler):
 
     def handle_batch(self, batch: Batch) -> None:
         self.batch_sizes.append(len(batch.records))
-        rows: list[Row] = []
+        keys: list[str | None] = []
+        ids: list[bytes] = []
         for record in batch.records:
             entry: Entry = record.value
             if entry.amount < 0:
@@ -230,8 +231,9 @@ class BatchLedger(BatchHandler):
             raw = accounts.get(account)
             count, total = json.loads(raw) if raw else (0, 0)
             accounts.put(account, json.dumps([count + 1, total + entry.amount]).encode())
-            rows.append((record.key, json.dumps(entry.id).encode(), None))
-        batch.produce_rows(self.output_topic, rows)
+            keys.append(record.key)
+            ids.append(json.dumps(entry.id).encode())
+        batch.produce_rows(self.output_topic, Rows(keys, ids))
 
 
 def test_a_batch_handler_gets_a_cycle_at_once_and_the_kernel_dead_letters_its_rejects(
@@ -304,7 +306,8 @@ class RankedLedger(BatchHandler):
         return writes
 
     def handle_batch(self, batch: Batch) -> None:
-        rows: list[Row] = []
+        keys: list[str | None] = []
+        ids: list[bytes] = []
         for record in batch.records:
             entry: Entry = record.value
             account = (record.key or "").encode()
@@ -317,8 +320,9 @@ class RankedLedger(BatchHandler):
             count, total = count + 1, total + entry.amount
             accounts.put(account, json.dumps([count, total]).encode())
             ranks.put(b"%08d:%s" % (total, account), b"")
-            rows.append((record.key, json.dumps(entry.id).encode(), None))
-        batch.produce_rows(self.output_topic, rows)
+            keys.append(record.key)
+            ids.append(json.dumps(entry.id).encode())
+        batch.produce_rows(self.output_topic, Rows(keys, ids))
 
 
 def test_a_derived_table_has_no_changelog_and_is_rebuilt_in_full_and_tail_restores(
