@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from weakref import WeakKeyDictionary
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
@@ -69,7 +70,7 @@ class FrontierMetrics:
     @classmethod
     def register(cls, registry: CollectorRegistry = REGISTRY) -> FrontierMetrics:
         """The frontier's metrics on ``registry``, created the first time only."""
-        existing = _REGISTERED.get(id(registry))
+        existing = _REGISTERED.get(registry)
         if existing is not None:
             return existing
 
@@ -104,7 +105,7 @@ class FrontierMetrics:
                 ["crawl_id", "counter"],
             ),
         )
-        _REGISTERED[id(registry)] = metrics
+        _REGISTERED[registry] = metrics
         return metrics
 
     def count(self, name: str, delta: int) -> None:
@@ -151,7 +152,10 @@ class FrontierMetrics:
         shown.update(totals)
 
 
-_REGISTERED: dict[int, FrontierMetrics] = {}
+_REGISTERED: WeakKeyDictionary[CollectorRegistry, FrontierMetrics] = WeakKeyDictionary()
+"""Per registry, its metrics; held weakly, so a registry that is gone leaves no entry behind. (Keyed
+by ``id(registry)`` it did: a new registry at the freed address was given the old one's metrics,
+registered on the old registry and invisible on its own.)"""
 _METRIC_OF_COUNTER = {
     "discovered": "discovered",
     "admitted": "admitted",

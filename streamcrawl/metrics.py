@@ -7,6 +7,7 @@ and dead letters per stage. Labels stay bounded: topic and partition, never a UR
 from __future__ import annotations
 
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
@@ -27,7 +28,10 @@ class LoopMetrics:
 
     @classmethod
     def for_role(cls, role: str, registry: CollectorRegistry = REGISTRY) -> LoopMetrics:
-        existing = _CACHE.get((role, id(registry)))
+        roles = _CACHE.get(registry)
+        if roles is None:
+            roles = _CACHE[registry] = {}
+        existing = roles.get(role)
         if existing is not None:
             return existing
         prefix = f"streamcrawl_{role.replace('-', '_')}"
@@ -80,8 +84,10 @@ class LoopMetrics:
             ),
             ready=Gauge(f"{prefix}_ready", "1 when the instance is ready", registry=registry),
         )
-        _CACHE[(role, id(registry))] = metrics
+        roles[role] = metrics
         return metrics
 
 
-_CACHE: dict[tuple[str, int], LoopMetrics] = {}
+_CACHE: WeakKeyDictionary[CollectorRegistry, dict[str, LoopMetrics]] = WeakKeyDictionary()
+"""Per registry, each role's metrics; held weakly, so a registry that is gone leaves no entry for a
+new one at its freed address to inherit (see `frontier.metrics`)."""
