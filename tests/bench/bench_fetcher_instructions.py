@@ -3,7 +3,8 @@
 `bench_fetcher`'s throughput ratio varies with the machine's phase: on this 2-core machine a
 fixed Python loop's CPU time varies by a third from run to run, and an A/B of the dispatcher
 with and without its sha256 (3 % of its CPU) could not tell them apart in 10 rounds. Instruction
-counts do not vary, so they can show a cut of 1 % (session 17, tests/bench/RESULTS.md).
+counts repeat within about 1 % (three runs: the bare loop 476k-480k a page, the dispatcher
+688k-690k), so a cut of a few per cent shows (session 17, tests/bench/RESULTS.md).
 
 Three layers fetch `bench_fetcher`'s 10 KB pages from its servers (8 hosts, 64 in flight):
 
