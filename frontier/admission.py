@@ -10,13 +10,13 @@ message's host, so this partition does not own it). URLs of a cancelled crawl ar
 still queued at a greater depth it moves to the lower depth.
 
 Queue order. An admitted URL's queue key is the crawl strategy's `frontier.priority.QueueKey`
-(``depth_first`` for finite-budget crawls) followed by a BFS ordinal: the rank of the page that
-linked to it (the partition sequence at that page's first lease), then the part and position of the
-URL in the message. Under the BFS-prefix rule the pages of one depth are leased in ordinal order, so
-ordering their links by (source rank, position) reproduces seed 000's FIFO exactly, whatever order
-the pages' links arrive in. Seeds have rank 0. A source not known on this partition (its host lives
-elsewhere) gets a fresh sequence number instead: its links sort after those of pages already leased
-here, as if appended to the FIFO when they arrived.
+(``depth_first`` for depth-ordered crawls, `frontier.budget`) followed by a BFS ordinal: the rank
+of the page that linked to it (the partition sequence at that page's first lease), then the part
+and position of the URL in the message. Under the BFS-prefix rule the pages of one depth are
+leased in ordinal order, so ordering their links by (source rank, position) reproduces seed 000's
+FIFO exactly, whatever order the pages' links arrive in. Seeds have rank 0. A source not known on
+this partition (its host lives elsewhere) gets a fresh sequence number instead: its links sort
+after those of pages already leased here, as if appended to the FIFO when they arrived.
 
 A message whose crawl is not in the directory yet waits in `pending` (never dropped) and is admitted
 by the tick once the crawl appears. Every admitted message counts ``discovered_messages_admitted``;
@@ -31,7 +31,7 @@ import json
 import struct
 
 from frontier import crawlstate
-from frontier.budget import depth_counter
+from frontier.budget import depth_counter, depth_ordered
 from frontier.priority import PrioritySignals, encode_priority, queue_key
 from frontier.queues import QueuedUrl, encode_new_entries, enqueue, host_prefix, new_entry_head
 from frontier.records import (
@@ -80,7 +80,7 @@ def receive_discovered(session: PartitionSession, message: ReceivedUrls) -> None
 def admit_discovered(session: PartitionSession, crawl: CrawlState, message: ReceivedUrls) -> None:
     crawl_id = crawl.crawl_id
     session.count(crawl_id, "discovered_messages_admitted")
-    if crawl.request.max_links != -1:
+    if depth_ordered(crawl.request):
         session.count(crawl_id, depth_counter("admitted", message.depth))
     counts = _admit_urls(session, crawl, message)
     # Counted once per message, not per URL: the same totals at a fraction of the cost.
@@ -310,7 +310,8 @@ def priority_bytes(
 ) -> bytes:
     """The queue key's priority part: the strategy's key, then the BFS ordinal."""
     request = crawl.request
-    cache_key = (request.priority, request.max_links != -1, depth, signals)
+    ordered = depth_ordered(request)
+    cache_key = (request.priority, ordered, depth, signals)
     encoded = _PRIORITIES.get(cache_key)
     if encoded is None:
         key = queue_key(
@@ -318,7 +319,7 @@ def priority_bytes(
             signals,
             min(depth, _MAX_U32),
             0,
-            depth_first=request.max_links != -1,
+            depth_first=ordered,
         )
         encoded = encode_priority(key)
         if len(_PRIORITIES) >= _PRIORITY_CACHE:

@@ -1,5 +1,23 @@
 """max_links as a hard cap across partitions, and the BFS-prefix lease rule (DESIGN.md section 4).
 
+Which crawls go depth by depth across partitions (:func:`depth_ordered`): those with a finite
+budget, and ``bfs`` crawls with a finite max_depth. Without the rule each host's queue is still
+in depth order, but hosts run at their own pace: a small host can reach its depth-4 pages while a
+big one is still on depth 2, so a URL two clicks from the seed through the big host may first be
+found four clicks deep through the small one and leased there. Its links then sit one depth too
+deep, and at max_depth they are cut: pages within max_depth are never fetched (seen in
+`tests/e2e/test_scale.py` before the rule covered max_depth crawls).
+
+The rule, for a depth-ordered crawl: a partition leases a URL of depth d only when no depth below d
+*blocks* (:func:`lease_depth_limit`): no URL of it unfinished on any partition and no DiscoveredUrls
+of it still travelling, going by the latest progress snapshot of every other partition and this
+partition's live counters (its own snapshot may be older than its state: its newest announcements
+must count). Snapshots of others only lag, and a lagging snapshot can only hold the limit lower, as
+`frontier.progress` argues for done detection; so once a depth is leased every URL of a lower depth
+is known at its shortest depth and the fetched set is the BFS prefix whatever the host sizes. Until
+the seeds' announcement is in view the limit is depth 0. Hosts parked by the limit are woken when
+it rises (the tick compares it once per progress interval).
+
 The owner of a crawl (the partition holding its crawl id) keeps a :class:`BudgetLedger`; every
 partition with that crawl's URLs keeps a :class:`BudgetAccount` and spends one unit per distinct URL
 it leases. They talk through the `budget` topic (`schemas.budget`):
@@ -19,9 +37,9 @@ it leases. They talk through the `budget` topic (`schemas.budget`):
   does not: after a crash the ledger may answer a reused id with what an earlier incarnation asked
   for, so the account asks again and learns of exhaustion from a zero.
 
-Breadth-first order across partitions. :func:`may_lease_depth` keeps one partition from leasing
-depth d+1 while it has anything of depth <= d unfinished, but the budget itself must also go to the
-lowest depths of the whole crawl: a partition done with depth 1 must not spend the last units on
+The budget in breadth-first order. The lease rule above keeps a partition from leasing depth d+1
+while anything of depth <= d is unfinished, but the budget itself must also go to the lowest depths
+of the whole crawl: a partition done with depth 1 must not spend the last units on
 depth 2 while another partition's depth-1 URLs are still travelling to it. So:
 
 - A request carries ``depth``, the partition's lowest unfinished depth, and asks only for the URLs
@@ -42,7 +60,7 @@ depth 2 while another partition's depth-1 URLs are still travelling to it. So:
 
 ``open_depth`` never decreases: once every depth below D is finished everywhere, nothing can add a
 URL below D (links are one deeper than their page, redirects and sitemaps as deep as theirs). The
-per-depth counters exist for finite-budget crawls only. Like done detection, ">=" tolerates a
+per-depth counters exist for depth-ordered crawls only. Like done detection, ">=" tolerates a
 producer that delivered some DiscoveredUrls twice.
 
 Both classes serialise to JSON bytes for the partition's state store.
@@ -56,6 +74,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from schemas.budget import BudgetGrant, BudgetRequest
+from schemas.seeds import CrawlRequest
 
 UNLIMITED = -1
 DEFAULT_LOW_WATER = 16
@@ -95,16 +114,32 @@ def blocking_depth(views: Iterable[Mapping[str, int]]) -> int | None:
     return min(blocking) if blocking else None
 
 
-def may_lease_depth(depth: int, lowest_unfinished_depth: int | None) -> bool:
-    """Under a finite budget, whether a partition may lease a URL of the crawl at ``depth``.
+def depth_ordered(request: CrawlRequest) -> bool:
+    """Whether the crawl leases depth by depth across partitions (see the module docstring)."""
+    return request.max_links != UNLIMITED or (
+        request.max_depth != UNLIMITED and request.priority == "bfs"
+    )
 
-    ``lowest_unfinished_depth`` is the lowest depth among the crawl's URLs on this partition that
-    are queued or leased (None when there are none). A partition leases depth d+1 only when it has
-    nothing of depth <= d queued or leased, so ``depth`` must not exceed that lowest depth. For the
-    leased set to follow seed 000's trace exactly, a fetched page should count as unfinished until
-    its ParseReport's URLs are admitted, so late links of depth d+1 compete for the budget too.
+
+def lease_depth_limit(views: Iterable[Mapping[str, int]]) -> int | None:
+    """The deepest depth a partition may lease, from the progress counters of every partition
+    (this one's live): the lowest blocking depth, 0 while no view shows the seeds announced, None
+    when nothing blocks."""
+    views = list(views)
+    seeds = depth_counter("announced", 0)
+    if not any(view.get(seeds, 0) > 0 for view in views):
+        return 0
+    return blocking_depth(views)
+
+
+def may_lease_depth(depth: int, limit: int | None) -> bool:
+    """Whether a URL at ``depth`` may be leased under a depth limit (None: no limit).
+
+    With :func:`lease_depth_limit` as the limit, a partition leases depth d+1 only when nothing of
+    depth <= d is queued, leased, waiting for its ParseReport or travelling anywhere, so the leased
+    set follows seed 000's trace exactly.
     """
-    return lowest_unfinished_depth is None or depth <= lowest_unfinished_depth
+    return limit is None or depth <= limit
 
 
 @dataclass

@@ -30,7 +30,13 @@ from __future__ import annotations
 
 import logging
 
-from frontier.budget import BudgetAccount, BudgetLedger, blocking_depth, depth_counter
+from frontier.budget import (
+    BudgetAccount,
+    BudgetLedger,
+    blocking_depth,
+    depth_counter,
+    depth_ordered,
+)
 from frontier.progress import crawl_done
 from frontier.records import LEDGER, OWNED
 from frontier.session import PartitionSession
@@ -99,7 +105,7 @@ def start_crawl(session: PartitionSession, request: CrawlRequest) -> None:
         session.produce(session.topics.urls, message.host, message)
     session.count(crawl_id, "seeds", len(request.seeds))
     session.count(crawl_id, "discovered_messages_announced", len(messages))
-    if request.max_links != -1:
+    if depth_ordered(request):
         session.count(crawl_id, depth_counter("announced", 0), len(messages))
 
 

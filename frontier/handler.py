@@ -242,6 +242,7 @@ class FrontierHandler(BaseHandler):
         for crawl_id in crawl_ids:
             crawlstate.resend_budget(session, crawl_id)
         publish_progress(session)
+        release.wake_on_new_depth_limits(session, crawl_ids)
         crawlstate.recheck_held_budget(session)
         crawlstate.flip_done_crawls(session)
         self._gauges[session.partition] = self._partition_gauges(session, crawl_ids)

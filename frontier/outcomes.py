@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Literal
 
 from frontier.admission import fresh_ordinal, priority_bytes
-from frontier.budget import depth_counter
+from frontier.budget import depth_counter, depth_ordered
 from frontier.priority import PrioritySignals
 from frontier.queues import QueuedUrl, enqueue
 from frontier.records import (
@@ -201,7 +201,7 @@ def _redirect(
     session.produce(session.topics.urls, message.host, message)
     session.count(lease.crawl_id, "redirects")
     session.count(lease.crawl_id, "discovered_messages_announced")
-    if crawl.request.max_links != -1:
+    if depth_ordered(crawl.request):
         session.count(lease.crawl_id, depth_counter("announced", lease.depth))
 
 
@@ -224,7 +224,7 @@ def _emit_sitemaps(
         )
         session.produce(session.topics.urls, host, message)
         session.count(lease.crawl_id, "discovered_messages_announced")
-        if crawl.request.max_links != -1:
+        if depth_ordered(crawl.request):
             session.count(lease.crawl_id, depth_counter("announced", lease.depth))
 
 

@@ -10,10 +10,11 @@ Counters (cumulative unless marked gauge): ``discovered``, ``admitted``, ``dupli
 retries waiting for their backoff), ``recrawl_scheduled`` (gauge), ``leases``, ``fetched``,
 ``unchanged``, ``failed``, ``retried``, ``dead``, ``expired``, ``redirects``, ``dropped_cancelled``,
 ``outcomes_ignored``, ``reports_expected``, ``reports_admitted``, ``discovered_messages_announced``,
-``discovered_messages_admitted``, ``seeds``; on the owner ``budget_granted`` (the ledger's total);
-and, for finite-budget crawls, ``budget_available`` and ``budget_consumed`` from the account, and
-per depth q ``unfinished_d<q>`` (gauge), ``announced_d<q>`` and ``admitted_d<q>`` (DiscoveredUrls
-messages), which order the budget's grants (`frontier.budget`).
+``discovered_messages_admitted``, ``seeds``; per depth q ``unfinished_d<q>`` (gauge); on the owner
+``budget_granted`` (the ledger's total); for finite-budget crawls ``budget_available`` and
+``budget_consumed`` from the account; and for depth-ordered crawls (`frontier.budget`) per depth q
+``announced_d<q>`` and ``admitted_d<q>`` (DiscoveredUrls messages), which with ``unfinished_d<q>``
+decide the depth partitions may lease and order the budget's grants.
 
 :func:`crawl_done` is pure. A crawl is done when the latest two snapshots of every partition that
 reported on it (the owner's included) are both *settled*: nothing leased, waiting for a retry or
@@ -31,8 +32,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 
-from frontier.budget import depth_counter
-from frontier.records import CRAWL, CrawlRecord
+from frontier.records import CRAWL
 from frontier.session import PartitionSession
 from schemas.progress import PartitionProgress
 from schemas.progress import key as progress_key
@@ -109,21 +109,6 @@ def budget_spent(snapshots: Sequence[PartitionProgress], max_links: int) -> bool
     return granted >= max_links and stuck
 
 
-def snapshot_counters(
-    record: CrawlRecord, tally: Mapping[str, int] | None = None
-) -> dict[str, int]:
-    """The record's counters plus the tally's (`frontier.session`), and the budget account's."""
-    counters = dict(record.counters)
-    for name, value in (tally or {}).items():
-        counters[name] = counters.get(name, 0) + value
-    if record.account is not None:
-        counters["budget_available"] = record.account.available
-        counters["budget_consumed"] = record.account.consumed
-        for depth, count in record.unfinished.items():
-            counters[depth_counter("unfinished", int(depth))] = count
-    return counters
-
-
 def publish_progress(session: PartitionSession) -> None:
     """Tick: publish the crawls whose counters changed, or whose heartbeat is due."""
     heartbeat = session.config.heartbeat_interval_ms
@@ -145,7 +130,7 @@ def publish_progress(session: PartitionSession) -> None:
             partition=session.partition,
             snapshot=record.snapshot,
             at=session.now_ms,
-            counters=snapshot_counters(record, session.tally(crawl_id)),
+            counters=record.progress_counters(session.tally(crawl_id)),
         )
         session.produce(
             session.topics.progress, progress_key(crawl_id, session.partition), progress

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import orjson
 
-from frontier.budget import BudgetAccount
+from frontier.budget import BudgetAccount, depth_counter
 from frontier.fields import ABSENT_FIELD, pack_field, unpack_fields
 from frontier.retry import LeaseWindow
 
@@ -375,6 +376,19 @@ class CrawlRecord:
             return False
         self.unfinished.pop(str(depth), None)
         return delta < 0
+
+    def progress_counters(self, tally: Mapping[str, int] | None = None) -> dict[str, int]:
+        """What a progress snapshot publishes: the counters plus the tally's (`frontier.session`),
+        the per-depth ``unfinished`` gauges and the budget account's."""
+        counters = dict(self.counters)
+        for name, value in (tally or {}).items():
+            counters[name] = counters.get(name, 0) + value
+        for depth, count in self.unfinished.items():
+            counters[depth_counter("unfinished", int(depth))] = count
+        if self.account is not None:
+            counters["budget_available"] = self.account.available
+            counters["budget_consumed"] = self.account.consumed
+        return counters
 
     def add_waiting(self, depth: int, delta: int) -> None:
         """Change the count of queued URLs waiting for budget at ``depth``."""

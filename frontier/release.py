@@ -8,9 +8,10 @@ admissions and outcomes of one cycle cost one release per host, in the same cycl
 One release walks the host queue in key order and leases while the host's in-flight count is below
 its lease window (`frontier.retry.LeaseWindow`, normal size from the head URL's crawl's politeness
 delay and the fetcher's per-host concurrency). An entry is skipped, with every later entry of its
-crawl, when the crawl is paused, when (finite budget) its depth is above the crawl's lowest
-unfinished depth on this partition (the BFS-prefix rule, `frontier.budget.may_lease_depth`), or when
-it is not yet charged and the crawl's account has no budget left (a request goes to the owner).
+crawl, when the crawl is paused, when (a depth-ordered crawl: finite budget, or bfs with a finite
+max_depth) a lower depth is unfinished or travelling on any partition (the BFS-prefix rule,
+`frontier.budget.lease_depth_limit`), or when it is not yet charged and the crawl's account has no
+budget left (a request goes to the owner).
 Entries of cancelled crawls are dropped. A release looks at most ``release_scan_limit`` entries: a
 host whose first entries all belong to blocked crawls is parked until the next wake-up, so a huge
 paused crawl on a host shared with others slows them down (a known limit of one queue per host).
@@ -27,7 +28,7 @@ from __future__ import annotations
 from itertools import islice
 
 from frontier import crawlstate
-from frontier.budget import may_lease_depth
+from frontier.budget import depth_ordered, may_lease_depth
 from frontier.queues import QueuedUrl, host_of, host_prefix
 from frontier.records import DEADLINES, LEASES, QUEUE, LeaseRecord, VisitedRecord, deadline_key
 from frontier.retry import normal_window
@@ -95,18 +96,37 @@ def release_host(session: PartitionSession, host: str) -> None:
         session.wake(host)
 
 
+def wake_on_new_depth_limits(session: PartitionSession, crawl_ids: list[str]) -> None:
+    """Periodic: when a depth-ordered crawl's lease depth limit moved (others' progress finished a
+    depth), retry every parked host: some were parked by the old limit."""
+    limits = session.memory.depth_limits
+    for crawl_id in list(limits):
+        if crawl_id not in crawl_ids:
+            del limits[crawl_id]
+    for crawl_id in crawl_ids:
+        crawl = session.crawl_state(crawl_id)
+        if crawl is None or crawl.status != "active" or not depth_ordered(crawl.request):
+            limits.pop(crawl_id, None)
+            continue
+        limit = session.lease_depth_limit(crawl_id)
+        if crawl_id not in limits or limits[crawl_id] != limit:
+            limits[crawl_id] = limit
+            session.wake_all()
+
+
 def _may_lease(
     session: PartitionSession, crawl: CrawlState, entry: QueuedUrl, visited: VisitedRecord
 ) -> bool:
-    """The BFS-prefix rule and the budget, for finite-budget crawls; charges the budget."""
+    """The BFS-prefix rule for depth-ordered crawls, and the budget for finite-budget ones;
+    charges the budget."""
+    if not depth_ordered(crawl.request):
+        return True
+    if not may_lease_depth(entry.depth, session.lease_depth_limit(crawl.crawl_id)):
+        return False
     account = session.account(crawl)
-    if account is None:
+    if account is None or visited.charged:
         return True
     record = session.record(crawl.crawl_id)
-    if not may_lease_depth(entry.depth, record.lowest_unfinished()):
-        return False
-    if visited.charged:
-        return True
     if not account.try_consume(1):
         crawlstate.request_budget(session, crawl)
         return False

@@ -8,7 +8,7 @@ for the ``pagerank`` strategy, which `frontier.admission` reads when it queues t
 
 from __future__ import annotations
 
-from frontier.budget import depth_counter
+from frontier.budget import depth_counter, depth_ordered
 from frontier.records import LEASES, REPORTS, SCORES, LeaseRecord, ReportWait, dump
 from frontier.session import PartitionSession
 from schemas.canonical import canonical_url, url_fingerprint
@@ -42,9 +42,9 @@ def admit_report(session: PartitionSession, report: ParseReport) -> None:
 
 
 def _announce_links(session: PartitionSession, report: ParseReport) -> None:
-    """Finite budget: the report's messages count as announced one depth below its page."""
+    """Depth-ordered crawls: the report's messages count as announced one depth below its page."""
     crawl = session.crawl_state(report.crawl_id)
-    if crawl is None or crawl.request.max_links == -1 or report.discovered_messages == 0:
+    if crawl is None or not depth_ordered(crawl.request) or report.discovered_messages == 0:
         return
     canonical = canonical_url(report.page_url)
     page = (

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from frontier.bloom import BloomFilter
-from frontier.budget import BudgetAccount
+from frontier.budget import BudgetAccount, lease_depth_limit
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.metrics import FrontierMetrics
 from frontier.queues import HostHeap, count_by_host
@@ -104,6 +104,8 @@ class PartitionMemory:
     directory_version: int = 0
     last_progress_ms: int = 0
     last_recheck_ms: int = 0
+    depth_limits: dict[str, int | None] = field(default_factory=dict)
+    """Per depth-ordered crawl, its lease depth limit when last looked at (`frontier.release`)."""
     next_due_ms: dict[str, int] = field(default_factory=dict)
     """Per timer table (`deadlines`, `delayed`, keyed by due time): no key of it is due before
     this time. A lower bound, kept by the table's writers (`PartitionSession.timer_added`) and by
@@ -164,6 +166,7 @@ class PartitionSession:
         self._hosts_as_loaded: dict[str, bytes | None] = {}
         self._sequence: int | None = None
         self._memory_changes: list[Callable[[PartitionMemory], None]] = []
+        self._depth_limits: dict[str, int | None] = {}
 
     @property
     def config(self) -> FrontierConfig:
@@ -208,6 +211,17 @@ class PartitionSession:
             record.account = BudgetAccount(crawl.crawl_id, self.partition)
             self.changed(crawl.crawl_id)
         return record.account
+
+    def lease_depth_limit(self, crawl_id: str) -> int | None:
+        """The deepest depth of a depth-ordered crawl this partition may lease now
+        (`frontier.budget.lease_depth_limit`): from the latest snapshot of every other partition
+        and this one's live counters. Once per session: leasing does not move it."""
+        if crawl_id not in self._depth_limits:
+            snapshots = self.services.progress.snapshots(crawl_id)
+            others = [h[-1].counters for p, h in snapshots.items() if p != self.partition and h]
+            live = self.record(crawl_id).progress_counters(self.tally(crawl_id))
+            self._depth_limits[crawl_id] = lease_depth_limit([*others, live])
+        return self._depth_limits[crawl_id]
 
     def tally(self, crawl_id: str) -> dict[str, int]:
         """The crawl's cumulative counters counted while handling inputs (see the docstring)."""

@@ -196,15 +196,17 @@ class Simulation:
             raise AssertionError("simulation did not drain")
         return steps
 
-    def settle(self, until: Callable[[], bool] | None = None, rounds: int = 40) -> None:
-        """Drain, then let time pass (1 s per round) so timers, heartbeats and done run."""
+    def settle(self, until: Callable[[], bool] | None = None, rounds: int = 40) -> int:
+        """Drain, then let time pass (1 s per round) so timers, heartbeats and done run; returns
+        the messages delivered."""
+        steps = 0
         for _ in range(rounds):
-            self.run()
+            steps += self.run()
             if until is not None and until():
-                return
+                return steps
             self.clock.advance_ms(1_000)
             self.tick_all()
-        self.run()
+        return steps + self.run()
 
     def tick_all(self) -> None:
         for partition in range(self.partitions):

@@ -13,9 +13,12 @@ from frontier.budget import (
     BudgetAccount,
     BudgetLedger,
     blocking_depth,
+    depth_ordered,
+    lease_depth_limit,
     may_lease_depth,
 )
 from schemas.budget import BudgetGrant, BudgetRequest
+from schemas.seeds import CrawlRequest
 from streamcrawl.clock import FakeClock
 
 PARTITIONS = 6
@@ -127,6 +130,38 @@ def test_only_a_zero_grant_marks_the_budget_spent() -> None:
 )
 def test_bfs_prefix_rule(depth: int, lowest: int | None, allowed: bool) -> None:
     assert may_lease_depth(depth, lowest) is allowed
+
+
+@pytest.mark.parametrize(
+    ("options", "ordered"),
+    [
+        ({"max_depth": 3}, True),
+        ({"max_depth": -1}, False),
+        ({"max_depth": -1, "max_links": 10}, True),
+        ({"max_depth": 3, "priority": "score"}, False),
+        ({"max_depth": 3, "priority": "score", "max_links": 10}, True),
+    ],
+)
+def test_depth_ordered_crawls(options: dict[str, object], ordered: bool) -> None:
+    request = CrawlRequest.model_validate({"seeds": ["https://a.example/"], **options})
+    assert depth_ordered(request) is ordered
+
+
+@pytest.mark.parametrize(
+    ("views", "limit"),
+    [
+        ([], 0),
+        ([{"unfinished_d1": 3}], 0),  # the seeds' announcement is not in view yet
+        ([{"announced_d0": 1}, {"admitted_d0": 1, "unfinished_d0": 1}], 0),
+        ([{"announced_d0": 1, "announced_d1": 2}, {"admitted_d0": 1, "admitted_d1": 1}], 1),
+        ([{"announced_d0": 1, "unfinished_d2": 4}, {"admitted_d0": 1, "unfinished_d3": 1}], 2),
+        ([{"announced_d0": 1, "announced_d1": 2}, {"admitted_d0": 1, "admitted_d1": 2}], None),
+    ],
+)
+def test_lease_depth_limit_is_the_lowest_depth_unfinished_or_travelling(
+    views: list[dict[str, int]], limit: int | None
+) -> None:
+    assert lease_depth_limit(views) == limit
 
 
 def test_six_partitions_with_enough_urls_spend_exactly_max_links() -> None:

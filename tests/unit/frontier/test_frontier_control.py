@@ -89,7 +89,7 @@ def test_done_only_once_everything_drained_across_partitions(tmp_path: Path) -> 
     while sim.step():
         steps += 1
         assert sim.status("web") != "done"
-    sim.settle(until=lambda: sim.status("web") == "done")
+    steps += sim.settle(until=lambda: sim.status("web") == "done")
     assert sim.status("web") == "done"
     assert not sim.done_while_busy
     assert [state.status for state in sim.directory.history] == ["active", "done"]
@@ -121,7 +121,12 @@ def test_memory_holds_hosts_not_urls(tmp_path: Path) -> None:
     sim = Simulation(tmp_path, site={}, auto_fetch=False)
     hosts = [f"h{n}.example" for n in range(10)]
     sim.start(
-        CrawlRequest(crawl_id="big", seeds=[f"https://{h}/" for h in hosts], same_domain="any")
+        CrawlRequest(
+            crawl_id="big",
+            seeds=[f"https://{h}/" for h in hosts],
+            same_domain="any",
+            max_depth=-1,  # so depth-1 URLs are leased while the seeds are (no BFS-prefix rule)
+        )
     )
     sim.run()
     for host in hosts:

@@ -68,7 +68,8 @@ def test_admission_release_and_outcomes_are_counted(tmp_path: Path) -> None:
 def test_gauges_show_queued_urls_open_leases_and_waiting_hosts(tmp_path: Path) -> None:
     registry = CollectorRegistry()
     sim = Simulation(tmp_path, auto_fetch=False, registry=registry)
-    sim.start(CrawlRequest(crawl_id="g", seeds=[f"{A}/"], politeness_delay_ms=0))
+    # No max_depth: the BFS-prefix rule would hold the depth-1 URLs until the seed is fetched.
+    sim.start(CrawlRequest(crawl_id="g", seeds=[f"{A}/"], politeness_delay_ms=0, max_depth=-1))
     sim.run()
     links = [DiscoveredUrl(url=f"{A}/{n}") for n in range(5)]
     message = DiscoveredUrls(
