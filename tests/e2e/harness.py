@@ -189,6 +189,21 @@ class EndToEnd:
             table.stop()
         raise TimeoutError(f"{describe} not seen in members within {timeout_s}s")
 
+    def wait_balanced(self, timeout_s: float = 60) -> None:
+        """Until every instance of each role run several times holds partitions: all joined their
+        groups, so no rebalance is left to move a partition mid-crawl (the pages in flight on it
+        would be fetched again, as at-least-once delivery allows)."""
+        for role, count in self.scale.items():
+            if count < 2 or not self.built(role):
+                continue
+            for instance in self.stack.live(role):
+                name = instance.instance_id
+                self.wait_member(
+                    lambda m, name=name: m.instance == name and bool(m.partitions),
+                    timeout_s,
+                    f"{name} holding partitions",
+                )
+
     def live_members(self, role: str) -> list[members.Member]:
         """The live members of a role, as `members` holds them now."""
         table = self.members_table()

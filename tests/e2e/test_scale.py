@@ -29,6 +29,7 @@ def test_three_fetchers_two_parsers_two_frontiers_crawl_the_same_graph(
     e2e = EndToEnd(kafka_bootstrap, root, (220, 3, 6, 11), partitions=6, scale=SCALE)
     e2e.start()
     try:
+        e2e.wait_balanced()  # the assertions below count every fetch: no rebalance may add one
         request = e2e.seed(
             max_depth=MAX_DEPTH,
             same_domain="registered_domain",
