@@ -19,10 +19,12 @@ this partition (its host lives elsewhere) gets a fresh sequence number instead: 
 after those of pages already leased here, as if appended to the FIFO when they arrived.
 
 A message whose crawl is not in the directory yet waits in `pending` (never dropped) and is admitted
-by the tick once the crawl appears. Every admitted message counts ``discovered_messages_admitted``;
-the ParseReport of a page (`frontier.reports`) counts ``reports_admitted`` and adds its
-``discovered_messages`` to ``discovered_messages_announced``, which together tell when a crawl is
-done (`frontier.progress`).
+by the tick once the crawl appears. A message is admitted once: its origin, host and part are kept
+in `received` (until the crawl is purged), and a repeat delivery of it (a parser or frontier that
+restarted sends some output again) only counts ``discovered_messages_repeated``. Every admitted
+message counts ``discovered_messages_admitted``; the ParseReport of a page (`frontier.reports`)
+adds its ``discovered_messages`` to ``discovered_messages_announced``, which together tell when a
+crawl is done (`frontier.progress`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from frontier.records import (
     HOST_PAGES,
     PENDING,
     QUEUE,
+    RECEIVED,
     SCORES,
     VISITED,
     VisitedRecord,
@@ -46,6 +49,7 @@ from frontier.records import (
     pending_key,
     queued_head,
     read_u64,
+    received_key,
     u64,
     visited_prefix,
 )
@@ -79,6 +83,13 @@ def receive_discovered(session: PartitionSession, message: ReceivedUrls) -> None
 
 def admit_discovered(session: PartitionSession, crawl: CrawlState, message: ReceivedUrls) -> None:
     crawl_id = crawl.crawl_id
+    if message.origin is not None:
+        received = session.table(RECEIVED)
+        key = received_key(crawl_id, message.origin, message.host, message.part)
+        if received.get(key) is not None:
+            session.count(crawl_id, "discovered_messages_repeated")
+            return
+        received.put(key, b"")
     session.count(crawl_id, "discovered_messages_admitted")
     if depth_ordered(crawl.request):
         session.count(crawl_id, depth_counter("admitted", message.depth))

@@ -50,6 +50,8 @@ from schemas.urls import DiscoveredUrl, DiscoveredUrls
 log = logging.getLogger(__name__)
 
 SITEMAP_PATH = "/sitemap.xml"
+SEEDS_ORIGIN = "seeds"
+"""The ``origin`` of a crawl's seed messages (`schemas.urls.DiscoveredUrls`)."""
 
 _COMMAND_STATUS: dict[str, CrawlStatus] = {
     "pause": "paused",
@@ -135,6 +137,7 @@ def seed_messages(request: CrawlRequest, now_ms: int, max_bytes: int) -> list[Di
                 urls=chunk,
                 part=part,
                 parts=parts,
+                origin=SEEDS_ORIGIN,
             )
 
         messages.extend(split_into_parts(items, build, max_bytes))

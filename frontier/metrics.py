@@ -56,6 +56,7 @@ class FrontierMetrics:
     released: Counter
     retried: Counter
     dead: Counter
+    repeated: Counter
     queued: Gauge
     leases_open: Gauge
     hosts_ready: Gauge
@@ -90,6 +91,11 @@ class FrontierMetrics:
             released=counter("urls_released_total", "URLs leased to the fetchers"),
             retried=counter("urls_retried_total", "Fetches queued again after a retryable outcome"),
             dead=counter("urls_dead_total", "URLs given up on (retries spent, permanent errors)"),
+            repeated=counter(
+                "messages_repeated_total",
+                "ParseReports and DiscoveredUrls delivered again and counted once, by kind",
+                ["kind"],
+            ),
             queued=gauge("urls_queued", "URLs waiting in host queues on this instance"),
             leases_open=gauge("leases_open", "Leases waiting for their outcome on this instance"),
             hosts_ready=gauge("hosts_ready", "Hosts with queued URLs due for release"),
@@ -123,6 +129,8 @@ class FrontierMetrics:
     def _increment_of(self, name: str) -> Increment | None:
         if name.startswith(REJECTED):
             return self.out_of_scope.labels(name[len(REJECTED) :]).inc
+        if name in _REPEATED_KIND:
+            return self.repeated.labels(_REPEATED_KIND[name]).inc
         metric = getattr(self, _METRIC_OF_COUNTER.get(name, ""), None)
         return metric.inc if isinstance(metric, Counter) else None
 
@@ -156,6 +164,10 @@ _REGISTERED: WeakKeyDictionary[CollectorRegistry, FrontierMetrics] = WeakKeyDict
 """Per registry, its metrics; held weakly, so a registry that is gone leaves no entry behind. (Keyed
 by ``id(registry)`` it did: a new registry at the freed address was given the old one's metrics,
 registered on the old registry and invisible on its own.)"""
+_REPEATED_KIND = {
+    "reports_repeated": "parse_report",
+    "discovered_messages_repeated": "discovered_urls",
+}
 _METRIC_OF_COUNTER = {
     "discovered": "discovered",
     "admitted": "admitted",

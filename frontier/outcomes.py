@@ -2,8 +2,8 @@
 
 An outcome is accepted only for an open lease: its `leases` record is deleted with its deadline,
 so a redelivered or late outcome (the lease expired and the URL was leased again) finds nothing and
-only counts ``outcomes_ignored``. Whatever the lease, an outcome with ``page_sent`` counts
-``reports_expected``, because its page's ParseReport will arrive and be counted too.
+only counts ``outcomes_ignored``. Whatever the lease, an outcome with ``page_sent`` expects its
+page's ParseReport, once per lease (`frontier.reports.expect_report`).
 
 An accepted outcome frees one of the host's in-flight slots, moves the host's lease window
 (`frontier.retry.window_after`: 429 and 503 shrink it to one) and wakes the host. Then, by
@@ -40,14 +40,13 @@ from frontier.records import (
     DELAYED,
     LEASES,
     QUEUE,
-    REPORTS,
     DelayedEntry,
     LeaseRecord,
-    ReportWait,
     VisitedRecord,
     deadline_key,
     delayed_key,
 )
+from frontier.reports import expect_report
 from frontier.retry import classify, normal_window, window_after
 from frontier.session import PartitionSession
 from schemas.canonical import canonical_url, host_key, url_fingerprint
@@ -77,17 +76,15 @@ def take_lease(session: PartitionSession, lease_id: str) -> LeaseRecord | None:
 
 
 def handle_outcome(session: PartitionSession, outcome: FetchOutcome, source: Record) -> None:
-    if outcome.page_sent:
-        session.count(outcome.crawl_id, "reports_expected")
     lease = take_lease(session, outcome.lease_id)
+    if outcome.page_sent:
+        expect_report(session, outcome, lease)
     if lease is None:
         session.count(outcome.crawl_id, "outcomes_ignored")
         return
     crawl_id = lease.crawl_id
     fingerprint = url_fingerprint(lease.url)
     visited = session.visited(crawl_id, fingerprint) or VisitedRecord(lease.depth, "leased")
-    if outcome.page_sent:
-        _await_report(session, lease)
     crawl = session.crawl_state(crawl_id)
     if crawl is None:
         _finish(session, lease, visited, fingerprint, "dead")
@@ -121,18 +118,6 @@ def handle_outcome(session: PartitionSession, outcome: FetchOutcome, source: Rec
         reason = verdict.dead_reason or "permanent"
         _dead_letter(session, source, outcome, reason)
         _finish(session, lease, visited, fingerprint, "dead")
-
-
-def _await_report(session: PartitionSession, lease: LeaseRecord) -> None:
-    """The page's ParseReport holds its depth unfinished, unless it already came (early)."""
-    reports = session.table(REPORTS)
-    key = lease.lease_id.encode()
-    raw = reports.get(key)
-    if raw is not None and ReportWait.decode(raw).early:
-        reports.delete(key)
-        return
-    reports.put(key, ReportWait(lease.crawl_id, lease.depth).encode())
-    session.unfinished(lease.crawl_id, lease.depth, 1)
 
 
 def _finish(
@@ -197,6 +182,7 @@ def _redirect(
         redirect_hops=hops + 1,
         discovered_at=session.now_ms,
         urls=[DiscoveredUrl(url=target)],
+        origin=f"{lease.lease_id}/redirect",
     )
     session.produce(session.topics.urls, message.host, message)
     session.count(lease.crawl_id, "redirects")
@@ -221,6 +207,7 @@ def _emit_sitemaps(
             source_url=lease.url,
             discovered_at=session.now_ms,
             urls=items,
+            origin=f"{lease.lease_id}/sitemaps",
         )
         session.produce(session.topics.urls, host, message)
         session.count(lease.crawl_id, "discovered_messages_announced")

@@ -9,22 +9,29 @@ Counters (cumulative unless marked gauge): ``discovered``, ``admitted``, ``dupli
 ``lower_depth``, ``rejected_<reason>``, ``queued`` (gauge), ``leased`` (gauge), ``delayed`` (gauge:
 retries waiting for their backoff), ``recrawl_scheduled`` (gauge), ``leases``, ``fetched``,
 ``unchanged``, ``failed``, ``retried``, ``dead``, ``expired``, ``redirects``, ``dropped_cancelled``,
-``outcomes_ignored``, ``reports_expected``, ``reports_admitted``, ``discovered_messages_announced``,
-``discovered_messages_admitted``, ``seeds``; per depth q ``unfinished_d<q>`` (gauge); on the owner
+``outcomes_ignored``, ``reports_expected``, ``reports_admitted``, ``reports_repeated``,
+``reports_waiting`` (gauge), ``discovered_messages_announced``, ``discovered_messages_admitted``,
+``discovered_messages_repeated``, ``seeds``; per depth q ``unfinished_d<q>`` (gauge); on the owner
 ``budget_granted`` (the ledger's total); for finite-budget crawls ``budget_available`` and
 ``budget_consumed`` from the account; and for depth-ordered crawls (`frontier.budget`) per depth q
 ``announced_d<q>`` and ``admitted_d<q>`` (DiscoveredUrls messages), which with ``unfinished_d<q>``
 decide the depth partitions may lease and order the budget's grants.
 
 :func:`crawl_done` is pure. A crawl is done when the latest two snapshots of every partition that
-reported on it (the owner's included) are both *settled*: nothing leased, waiting for a retry or
-scheduled for a recrawl (so a crawl with a recrawl interval runs until cancelled), Σ
-reports_admitted >= Σ reports_expected, and either nothing queued anywhere with Σ
-discovered_messages_admitted >= Σ discovered_messages_announced, or the budget is spent (the owner
-granted all of max_links and no partition with queued URLs has budget left). Partitions that never
-reported hold nothing of the crawl; messages on their way to them are announced but not admitted.
-">=" rather than "==": a producer that crashes between deliveries sends some messages twice, which
-can only inflate the admitted side; waiting for equality would then never end.
+reported on it (the owner's included) are both *settled*: nothing leased, waiting for a retry,
+scheduled for a recrawl (so a crawl with a recrawl interval runs until cancelled) or waiting for a
+ParseReport, and either nothing queued anywhere with Σ discovered_messages_admitted >= Σ
+discovered_messages_announced, or the budget is spent (the owner granted all of max_links and no
+partition with queued URLs has budget left). Partitions that never reported hold nothing of the
+crawl; messages on their way to them are announced but not admitted.
+
+Every term counts each thing once although Kafka may deliver it again (a fetcher, parser or
+frontier that restarts sends some of its output twice): a report once per lease
+(`frontier.reports`), a DiscoveredUrls once per origin, host and part (`frontier.admission`). Were a
+repeat counted, its surplus could hide a message or report still on its way, and the crawl would
+be declared done while links of its last pages were still travelling. The admitted side can still
+run ahead of the announced one for a while, since a page's messages may arrive before its report:
+that page is then still leased or waiting for its report, so the crawl is not settled anyway.
 """
 
 from __future__ import annotations
@@ -89,7 +96,7 @@ def settled(snapshots: Sequence[PartitionProgress], max_links: int = -1) -> bool
 
     if total("leased") > 0 or total("delayed") > 0 or total("recrawl_scheduled") > 0:
         return False
-    if total("reports_admitted") < total("reports_expected"):
+    if total("reports_waiting") > 0:
         return False
     drained = total("queued") == 0 and total("discovered_messages_admitted") >= total(
         "discovered_messages_announced"

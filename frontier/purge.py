@@ -14,11 +14,12 @@ visit may end a few keys past it), crawl after crawl, in these steps:
    holds, not what other crawls hold: a ``queued`` URL's ``queue_key`` is its `queue` entry
    (deleted, and the host's count in the HostHeap lowered), the host in that key names the crawl's
    `host_pages` entry, and the record's ``lease_id`` (the URL's last lease) names its open lease
-   (with its `deadlines` entry; the host gets its in-flight slot back) and its `reports` wait;
-3. `delayed`, keyed by due time, is walked whole, and only when the crawl record's gauges say the
+   (with its `deadlines` entry; the host gets its in-flight slot back);
+3. `reports` and `received`, under ``crawl_id NUL``;
+4. `delayed`, keyed by due time, is walked whole, and only when the crawl record's gauges say the
    crawl has entries there (a cancelled crawl with retries or recrawls still waiting; a done crawl
    has none);
-4. on a later tick, once the walks are over: the owner's `owned` and `ledger` records, the crawl's
+5. on a later tick, once the walks are over: the owner's `owned` and `ledger` records, the crawl's
    `tally`, then the crawl record. The crawl record goes last because it is how a search finds the
    crawl: a purge cut short by a crash or a rebalance (its progress is kept in memory only) starts
    again at the next search, and so does one for a crawl that a very late message brought back. A
@@ -34,6 +35,7 @@ partition is logged and counted in `frontier.handler.FrontierHandler.purged`.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,14 +52,15 @@ from frontier.records import (
     OWNED,
     PENDING,
     QUEUE,
+    RECEIVED,
     REPORTS,
     TALLY,
     VISITED,
     CrawlRecord,
     DelayedEntry,
     LeaseRecord,
-    ReportWait,
     VisitedRecord,
+    crawl_prefix,
     deadline_key,
     decode_tally,
     host_pages_key,
@@ -147,6 +150,8 @@ class CrawlPurge:
     host_pages: bool
     pending: PrefixWalk
     visited: PrefixWalk
+    reports: PrefixWalk
+    received: PrefixWalk
     delayed: PrefixWalk
     hosts_cleared: set[str] = field(default_factory=set)
     deleted: int = 0
@@ -162,12 +167,15 @@ class CrawlPurge:
             host_pages=crawl.request.max_pages_per_host != -1,
             pending=PrefixWalk.under(pending_prefix(crawl_id)),
             visited=PrefixWalk.under(visited_prefix(crawl_id)),
+            reports=PrefixWalk.under(crawl_prefix(crawl_id)),
+            received=PrefixWalk.under(crawl_prefix(crawl_id)),
             delayed=PrefixWalk.under(b"") if waiting > 0 else PrefixWalk.nothing(),
         )
 
     @property
     def walked(self) -> bool:
-        return self.pending.done and self.visited.done and self.delayed.done
+        walks = (self.pending, self.visited, self.reports, self.received, self.delayed)
+        return all(walk.done for walk in walks)
 
     def delete(self, table: Table, key: bytes, budget: Budget) -> None:
         table.delete(key)
@@ -243,7 +251,7 @@ def stored_counters(session: PartitionSession, crawl_id: str) -> dict[str, int]:
 
 
 def walk(session: PartitionSession, purge: CrawlPurge, budget: Budget) -> None:
-    """Steps 1 to 3 of the module docstring, as far as the budget goes."""
+    """Steps 1 to 4 of the module docstring, as far as the budget goes."""
     pending = session.table(PENDING)
     purge.pending.step(pending, budget, lambda key, _: purge.delete(pending, key, budget))
     if purge.pending.done:
@@ -251,11 +259,18 @@ def walk(session: PartitionSession, purge: CrawlPurge, budget: Budget) -> None:
     purge.visited.step(
         session.table(VISITED), budget, lambda key, raw: purge_url(session, purge, budget, key, raw)
     )
+    for walked, name in ((purge.reports, REPORTS), (purge.received, RECEIVED)):
+        table = session.table(name)
+        walked.step(table, budget, functools.partial(_delete_key, purge, table, budget))
     purge.delayed.step(
         session.table(DELAYED),
         budget,
         lambda key, raw: purge_delayed(session, purge, budget, key, raw),
     )
+
+
+def _delete_key(purge: CrawlPurge, table: Table, budget: Budget, key: bytes, _: bytes) -> None:
+    purge.delete(table, key, budget)
 
 
 def purge_url(
@@ -286,7 +301,7 @@ def purge_url(
 def purge_lease(
     session: PartitionSession, purge: CrawlPurge, budget: Budget, lease_id: str
 ) -> None:
-    """Close the URL's lease without an outcome, and drop the wait for its page's report."""
+    """Close the URL's lease without an outcome."""
     key = lease_id.encode()
     leases = session.table(LEASES)
     raw = leases.get(key)
@@ -299,10 +314,6 @@ def purge_lease(
             host = session.host(lease.host)
             host.in_flight = max(0, host.in_flight - 1)
             session.wake(lease.host)
-    reports = session.table(REPORTS)
-    raw = reports.get(key)
-    if raw is not None and ReportWait.decode(raw).crawl_id == purge.crawl_id:
-        purge.delete(reports, key, budget)
 
 
 def purge_delayed(

@@ -15,7 +15,8 @@ So on every opening the gauges are counted again, in one pass over each table th
   ``in_flight``;
 - `delayed`: a retry counts in ``delayed`` and in ``unfinished`` at its depth, a recrawl in
   ``recrawl_scheduled``;
-- `reports`: a page waiting for its ParseReport (not an ``early`` mark) counts in ``unfinished``.
+- `reports`: a page waiting for its ParseReport counts in ``reports_waiting`` and, when its lease
+  was open at its outcome, in ``unfinished`` at its depth.
 
 Records whose gauges already agree are not written.
 """
@@ -88,8 +89,11 @@ def count_gauges(session: PartitionSession) -> tuple[dict[str, CrawlGauges], Cou
             crawl.counters["recrawl_scheduled"] += 1
     for _, raw in session.table(REPORTS).scan():
         wait = ReportWait.decode(raw)
-        if not wait.early:
-            gauges(wait.crawl_id).unfinished[wait.depth] += 1
+        if wait.state == "waiting":
+            crawl = gauges(wait.crawl_id)
+            crawl.counters["reports_waiting"] += 1
+            if wait.depth is not None:
+                crawl.unfinished[wait.depth] += 1
     return crawls, in_flight
 
 

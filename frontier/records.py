@@ -17,7 +17,9 @@ host_pages  host NUL crawl_id                  pages of the crawl admitted for t
 crawl       crawl_id                           :class:`CrawlRecord` of this partition
 owned       crawl_id                           CrawlState JSON, on the crawl's owner only
 ledger      crawl_id                           `frontier.budget.BudgetLedger`, owner only
-reports     lease_id                           :class:`ReportWait`
+reports     crawl_id NUL lease_id              :class:`ReportWait`
+received    crawl_id NUL origin NUL host NUL   empty: a DiscoveredUrls counted once
+            part(4)                            (`frontier.admission`)
 pending     crawl_id NUL seq(8)                DiscoveredUrls JSON whose crawl is unknown yet
 scores      fingerprint(16)                    {"pagerank": latest PageRank of the URL}
 meta        ``sequence``                       the partition's arrival counter (8)
@@ -56,6 +58,7 @@ TALLY = "tally"
 OWNED = "owned"
 LEDGER = "ledger"
 REPORTS = "reports"
+RECEIVED = "received"
 PENDING = "pending"
 SCORES = "scores"
 META = "meta"
@@ -73,6 +76,7 @@ TABLES: tuple[str, ...] = (
     OWNED,
     LEDGER,
     REPORTS,
+    RECEIVED,
     PENDING,
     SCORES,
     META,
@@ -81,6 +85,7 @@ TABLES: tuple[str, ...] = (
 SEPARATOR = b"\x00"
 SEQUENCE_KEY = b"sequence"
 _U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
 
 UrlState = Literal["queued", "leased", "done", "dead", "waiting"]
 DelayKind = Literal["retry", "recrawl"]
@@ -114,6 +119,19 @@ def delayed_key(due_ms: int, sequence: int) -> bytes:
 
 def host_pages_key(host: str, crawl_id: str) -> bytes:
     return host.encode() + SEPARATOR + crawl_id.encode()
+
+
+def crawl_prefix(crawl_id: str) -> bytes:
+    """The prefix of every key of a crawl in the tables keyed by crawl first."""
+    return crawl_id.encode() + SEPARATOR
+
+
+def report_key(crawl_id: str, lease_id: str) -> bytes:
+    return crawl_prefix(crawl_id) + lease_id.encode()
+
+
+def received_key(crawl_id: str, origin: str, host: str, part: int) -> bytes:
+    return SEPARATOR.join((crawl_id.encode(), origin.encode(), host.encode(), _U32.pack(part)))
 
 
 def pending_prefix(crawl_id: str) -> bytes:
@@ -323,17 +341,24 @@ class HostState:
         return _load(cls, raw)
 
 
+ReportState = Literal["waiting", "early", "reported"]
+
+
 @dataclass(frozen=True)
 class ReportWait:
-    """A fetched page whose ParseReport has not arrived: unfinished at its depth until it does.
+    """A fetched page's ParseReport, by lease: each lease's outcome and report count once, however
+    often they are delivered (`frontier.reports`).
 
-    ``early`` marks the opposite order: the report came while the lease was still open (reports and
-    outcomes travel on different topics), so the outcome must not wait for it.
+    ``waiting``: the outcome came saying a page was sent, the report has not. ``early``: the report
+    came first (reports and outcomes travel on different topics). ``reported``: both came. The
+    record stays until the crawl is purged, so a repeated outcome or report finds it and counts
+    nothing. ``depth``: the depth a waiting record holds unfinished (None when its outcome came
+    after the lease had closed: the URL's new lease holds it).
     """
 
     crawl_id: str
-    depth: int
-    early: bool = False
+    state: ReportState
+    depth: int | None = None
 
     def encode(self) -> bytes:
         return dump(self)

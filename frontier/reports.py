@@ -1,44 +1,76 @@
 """ParseReports and PageRank scores on the `urls` and `scores` topics (DESIGN.md section 3, step 2).
 
-A fetched page's ParseReport says how many DiscoveredUrls messages its links were sent in: counted
-here (``reports_admitted``, ``discovered_messages_announced``), it ends the page's wait at its depth
-(`frontier.progress` tells from these counts when a crawl is done). A page's latest PageRank is kept
-for the ``pagerank`` strategy, which `frontier.admission` reads when it queues the page.
+A fetched page's ParseReport says how many DiscoveredUrls messages its links were sent in. The
+page's outcome (saying a page was sent) and its report each count once per lease, whatever the
+order they arrive in and however often they are delivered (a fetcher or parser that restarts sends
+some again), through the lease's :class:`frontier.records.ReportWait`:
+
+- the first outcome counts ``reports_expected``; unless the report came first, the page now waits
+  for it (gauge ``reports_waiting``), holding its depth unfinished if its lease was open;
+- the first report counts ``reports_admitted`` and adds its messages to
+  ``discovered_messages_announced``, ending the wait;
+- anything repeated counts ``reports_repeated`` (a report) or nothing (an outcome).
+
+Done detection (`frontier.progress`) needs no report waiting anywhere, which a repeated report can
+no longer fake. A page's latest PageRank is kept for the ``pagerank`` strategy, which
+`frontier.admission` reads when it queues the page.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from frontier.budget import depth_counter, depth_ordered
-from frontier.records import LEASES, REPORTS, SCORES, LeaseRecord, ReportWait, dump
+from frontier.records import REPORTS, SCORES, LeaseRecord, ReportWait, dump, report_key
 from frontier.session import PartitionSession
 from schemas.canonical import canonical_url, url_fingerprint
+from schemas.outcomes import FetchOutcome
 from schemas.scores import PageScore
 from schemas.urls import ParseReport
 
 
-def admit_report(session: PartitionSession, report: ParseReport) -> None:
-    """Count a page's ParseReport; the page stops holding its depth unfinished.
+def expect_report(
+    session: PartitionSession, outcome: FetchOutcome, lease: LeaseRecord | None
+) -> None:
+    """An outcome said its page was sent: the lease's report is expected (once)."""
+    crawl_id = outcome.crawl_id
+    reports = session.table(REPORTS)
+    key = report_key(crawl_id, outcome.lease_id)
+    raw = reports.get(key)
+    wait = None if raw is None else ReportWait.decode(raw)
+    if wait is not None and wait.state != "early":
+        return
+    session.count(crawl_id, "reports_expected")
+    if wait is not None:
+        reports.put(key, replace(wait, state="reported").encode())
+        return
+    depth = None if lease is None else lease.depth
+    reports.put(key, ReportWait(crawl_id, "waiting", depth).encode())
+    session.count(crawl_id, "reports_waiting")
+    if depth is not None:
+        session.unfinished(crawl_id, depth, 1)
 
-    A report that arrives before its page's outcome (the lease is still open) leaves an ``early``
-    mark, so the outcome does not wait for it; a repeated report changes nothing but the counters.
-    """
+
+def admit_report(session: PartitionSession, report: ParseReport) -> None:
+    """Count a page's ParseReport (once); the page stops holding its depth unfinished."""
     crawl_id = report.crawl_id
+    reports = session.table(REPORTS)
+    key = report_key(crawl_id, report.lease_id)
+    raw = reports.get(key)
+    wait = None if raw is None else ReportWait.decode(raw)
+    if wait is not None and wait.state != "waiting":
+        session.count(crawl_id, "reports_repeated")
+        return
     session.count(crawl_id, "reports_admitted")
     session.count(crawl_id, "discovered_messages_announced", report.discovered_messages)
     _announce_links(session, report)
-    reports = session.table(REPORTS)
-    lease_key = report.lease_id.encode()
-    raw = reports.get(lease_key)
-    if raw is not None:
-        wait = ReportWait.decode(raw)
-        if not wait.early:
-            reports.delete(lease_key)
-            session.unfinished(wait.crawl_id, wait.depth, -1)
+    if wait is None:
+        reports.put(key, ReportWait(crawl_id, "early").encode())
         return
-    open_lease = session.table(LEASES).get(lease_key)
-    if open_lease is not None:
-        lease = LeaseRecord.decode(open_lease)
-        reports.put(lease_key, ReportWait(lease.crawl_id, lease.depth, early=True).encode())
+    reports.put(key, replace(wait, state="reported", depth=None).encode())
+    session.count(crawl_id, "reports_waiting", -1)
+    if wait.depth is not None:
+        session.unfinished(crawl_id, wait.depth, -1)
 
 
 def _announce_links(session: PartitionSession, report: ParseReport) -> None:

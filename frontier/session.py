@@ -65,7 +65,7 @@ from streamcrawl.state import Table
 NOTHING_DUE = 2**63
 """`PartitionMemory.next_due_ms` of a timer table found empty."""
 
-GAUGES = frozenset({"queued", "leased", "delayed", "recrawl_scheduled"})
+GAUGES = frozenset({"queued", "leased", "delayed", "recrawl_scheduled", "reports_waiting"})
 """Counters that go up and down with the tables' contents (see the module docstring)."""
 
 

@@ -25,7 +25,6 @@ from frontier.records import (
     DEADLINES,
     DELAYED,
     PENDING,
-    REPORTS,
     DelayedEntry,
     pending_prefix,
     read_u64,
@@ -53,7 +52,6 @@ def expire_leases(session: PartitionSession) -> None:
         lease = take_lease(session, lease_id)
         if lease is None:
             continue
-        session.table(REPORTS).delete(lease_id.encode())
         session.count(lease.crawl_id, "expired")
         fingerprint = url_fingerprint(lease.url)
         visited = session.visited(lease.crawl_id, fingerprint)

@@ -41,6 +41,7 @@ class ReceivedUrls:
     priorities: list[float | None] | None
     part: int
     parts: int
+    origin: str | None
 
     @classmethod
     def of(cls, message: DiscoveredUrls) -> ReceivedUrls:
@@ -58,6 +59,7 @@ class ReceivedUrls:
             None if all(hint is None for hint in hints) else hints,
             message.part,
             message.parts,
+            message.origin,
         )
 
     def to_json(self) -> bytes:
@@ -84,6 +86,7 @@ class ReceivedUrls:
                 "urls": urls,
                 "part": self.part,
                 "parts": self.parts,
+                "origin": self.origin,
             }
         )
 
@@ -127,6 +130,7 @@ def _checked(fields: dict[str, Any]) -> ReceivedUrls | None:
     items = fields.get("urls")
     part = fields.get("part", 0)
     parts = fields.get("parts", 1)
+    origin = fields.get("origin")
     if not (
         type(v) is int
         and v >= 1
@@ -144,6 +148,7 @@ def _checked(fields: dict[str, Any]) -> ReceivedUrls | None:
         and part >= 0
         and type(parts) is int
         and parts >= 1
+        and (origin is None or type(origin) is str)
     ):
         return None
     try:
@@ -175,4 +180,5 @@ def _checked(fields: dict[str, Any]) -> ReceivedUrls | None:
         priorities,
         part,
         parts,
+        origin,
     )

@@ -329,5 +329,6 @@ def _build_discovered(
             "urls": urls,
             "part": part,
             "parts": parts,
+            "origin": output.page.lease_id,
         }
     )

@@ -45,6 +45,10 @@ class DiscoveredUrls(InternalModel):
     urls: list[DiscoveredUrl]
     part: Annotated[int, Field(ge=0)] = 0
     parts: Annotated[int, Field(ge=1)] = 1
+    origin: str | None = None
+    """What announced this message, so the receiving partition counts it once however often it
+    is delivered: the fetched page's lease id (the parser), ``seeds``, or an outcome's lease id
+    with ``/redirect`` or ``/sitemaps`` (the frontier). With host and part it names the message."""
 
 
 class ParseReport(InternalModel):

@@ -54,6 +54,7 @@ SERVICE: dict[str, list[Family]] = {
         _family("streamcrawl_frontier_urls_released_total", "counter"),
         _family("streamcrawl_frontier_urls_retried_total", "counter"),
         _family("streamcrawl_frontier_urls_dead_total", "counter"),
+        _family("streamcrawl_frontier_messages_repeated_total", "counter", "kind"),
         _family("streamcrawl_frontier_hosts_ready", "gauge"),
         _family("streamcrawl_frontier_hosts_throttled", "gauge"),
         _family("streamcrawl_frontier_oldest_ready_url_age_seconds", "gauge"),

@@ -348,6 +348,7 @@ class Simulation:
                 source_url=request.url,
                 discovered_at=self.clock.now_ms(),
                 urls=items,
+                origin=request.lease_id,
             )
             self.inject(self.topics.urls, host, message)
         report = ParseReport(

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
+
 from schemas.seeds import CrawlRequest
-from schemas.urls import DiscoveredUrl, DiscoveredUrls
+from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
 from tests.unit.frontier.simulation import Simulation, Site
 from tests.unit.frontier.test_frontier_bfs import SITE, TRACE_5, seed_request
 
 A = "https://a.example"
+B = "https://b.example"
 
 
 def test_pause_stops_releases_resume_restarts_cancel_drops(tmp_path: Path) -> None:
@@ -173,3 +176,59 @@ def test_a_crawl_past_its_max_duration_is_done_and_releases_nothing_more(tmp_pat
     sim.tick_all()
     sim.run()
     assert len(sim.fetches) == leased_before  # nothing released after the time limit
+
+
+def test_a_page_delivered_twice_counts_once(tmp_path: Path) -> None:
+    """A fetcher that restarts may send a page's outcome again; the parser then sends its links and
+    report again: each counts once, and nothing is leased twice."""
+    registry = CollectorRegistry()
+    site = {f"{A}/": ["/1", "/2"]}
+    sim = Simulation(tmp_path, site=site, auto_fetch=False, registry=registry)
+    sim.start(CrawlRequest(crawl_id="twice", seeds=[f"{A}/"], politeness_delay_ms=0))
+    sim.run()
+    [seed] = sim.held_fetches
+    sim.fetch(seed)
+    sim.fetch(seed)  # the same lease again: outcome, links and report all repeated
+    sim.run()
+    assert sim.total("twice", "reports_expected") == 1
+    assert sim.total("twice", "reports_admitted") == 1
+    assert sim.total("twice", "reports_repeated") == 1
+    assert sim.total("twice", "discovered_messages_admitted") == 2  # the seeds' and the page's
+    assert sim.total("twice", "discovered_messages_repeated") == 1
+    for kind in ("parse_report", "discovered_urls"):
+        repeated = registry.get_sample_value(
+            "streamcrawl_frontier_messages_repeated_total", {"kind": kind}
+        )
+        assert repeated == 1
+    assert sorted(request.url for request in sim.held_fetches[1:]) == [f"{A}/1", f"{A}/2"]
+    sim.close()
+
+
+def test_a_repeated_report_does_not_stand_for_one_still_travelling(tmp_path: Path) -> None:
+    """b.example/y's report is held on its way when a parser that restarted sends a.example/x's
+    report again. Counted twice, that report would balance the sums and end the crawl early."""
+    site = {f"{A}/": ["/x", f"{B}/y"]}
+    sim = Simulation(tmp_path, partitions=2, site=site, auto_fetch=False)
+    assert sim.partition_of("a.example") != sim.partition_of("b.example")
+    sim.start(CrawlRequest(crawl_id="held", seeds=[f"{A}/"], same_domain="any"))
+    sim.run()
+    [seed] = sim.held_fetches
+    sim.fetch(seed)
+    sim.settle(until=lambda: len(sim.held_fetches) == 3)  # depth 1 opens with the progress view
+    by_url = {request.url: request for request in sim.held_fetches}
+    sim.blocked.add((sim.topics.urls, sim.partition_of("b.example")))
+    sim.fetch(by_url[f"{B}/y"])  # its outcome arrives; its report waits in the blocked queue
+    page = by_url[f"{A}/x"]
+    sim.fetch(page)
+    again = ParseReport(
+        crawl_id="held", page_url=page.url, lease_id=page.lease_id, discovered_messages=0
+    )
+    sim.inject(sim.topics.urls, "a.example", again)
+    sim.settle(rounds=10)
+    assert sim.status("held") == "active"
+    assert sim.total("held", "reports_repeated") == 1
+    sim.blocked.clear()
+    sim.settle(until=lambda: sim.status("held") == "done")
+    assert sim.status("held") == "done"
+    assert not sim.done_while_busy
+    sim.close()

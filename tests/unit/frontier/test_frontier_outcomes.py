@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from frontier.config import FrontierConfig
+from frontier.records import ReportWait
 from schemas.fetch import FetchRequest
 from schemas.outcomes import FetchOutcome
 from schemas.seeds import CrawlRequest
@@ -196,5 +197,7 @@ def test_a_report_before_its_outcome_does_not_hold_the_depth(tmp_path: Path) -> 
     record = sim.record("early", 0)
     assert record is not None
     assert record.unfinished == {"1": 1}
-    assert sim.stores[0].count("reports") == 0
+    [(_, raw)] = sim.stores[0].scan("reports")
+    assert ReportWait.decode(raw).state == "reported"  # kept: a repeat of either counts nothing
+    assert record.counters.get("reports_waiting", 0) == 0
     sim.close()

@@ -41,8 +41,11 @@ def test_sums_across_partitions_must_match() -> None:
     assert not crawl_done({0: two(0, **sender), 1: two(1, **receiver)}, owner_partition=0)
     receiver["discovered_messages_admitted"] = 1
     assert crawl_done({0: two(0, **sender), 1: two(1, **receiver)}, owner_partition=0)
-    waiting_report = {**SETTLED, "reports_expected": 4}
+    waiting_report = {**SETTLED, "reports_waiting": 1}
     assert not crawl_done({0: two(0, **waiting_report)}, owner_partition=0)
+    # A page's report arriving twice (reports_admitted 4) cannot stand for another one waiting.
+    repeated = {**SETTLED, "reports_expected": 4, "reports_admitted": 4, "reports_waiting": 1}
+    assert not crawl_done({0: two(0, **repeated)}, owner_partition=0)
     recrawling = {**SETTLED, "recrawl_scheduled": 1}
     assert not crawl_done({0: two(0, **recrawling)}, owner_partition=0)
 

@@ -23,6 +23,7 @@ MESSAGE = DiscoveredUrls(
     urls=[DiscoveredUrl(url="https://a.example/x"), DiscoveredUrl(url='https://a.example/"q"')],
     part=1,
     parts=3,
+    origin="lease-1",
 )
 HINTED = MESSAGE.model_copy(
     update={"urls": [DiscoveredUrl(url="https://a.example/s", priority=0.8), *MESSAGE.urls]}
@@ -62,7 +63,11 @@ def test_hints_are_kept_beside_the_urls_and_left_out_when_none() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        {k: v for k, v in fields().items() if k not in ("v", "source_url", "part", "parts")},
+        {
+            k: v
+            for k, v in fields().items()
+            if k not in ("v", "source_url", "part", "parts", "origin")
+        },
         {k: v for k, v in fields().items() if k != "redirect_hops"},
         fields(extra={"x": 1}),  # unknown fields are ignored, at both levels
         fields(urls=[{"url": "https://a.example/", "extra": [1]}]),
@@ -109,6 +114,7 @@ BAD = [
     orjson.dumps(fields(discovered_at=2**53 + 1)),
     orjson.dumps(fields(part=-1)),
     orjson.dumps(fields(parts=0)),
+    orjson.dumps(fields(origin=7)),
     orjson.dumps(fields(urls={"url": "u"})),
     orjson.dumps(fields(urls=["https://a.example/"])),
     orjson.dumps(fields(urls=[None])),
