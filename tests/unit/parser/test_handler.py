@@ -89,6 +89,7 @@ def test_discovered_urls_by_host_skip_self_and_nofollow() -> None:
         assert message.value.depth == 2
         assert message.value.source_url == PAGE_URL
         assert message.value.discovered_at == FETCHED_AT
+        assert message.value.origin == "lease-1"  # the frontier counts a repeat of it once
 
 
 def test_follow_nofollow_discovers_nofollow_links() -> None:
