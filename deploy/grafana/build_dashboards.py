@@ -298,6 +298,16 @@ def frontier_row() -> list[Panel]:
             ],
             "s",
         ),
+        timeseries(
+            "Messages delivered again, counted once",
+            [
+                target(
+                    f"sum by (kind) (rate(streamcrawl_frontier_messages_repeated_total[{RATE}]))",
+                    "{{kind}}",
+                )
+            ],
+            "reqps",
+        ),
     ]
 
 
