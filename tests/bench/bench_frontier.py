@@ -178,8 +178,9 @@ def message_urls(shape: Shape, message: int) -> tuple[str, list[str]]:
     return host, [raw_url(host, index) for index in range(first, first + shape.count(message))]
 
 
-def message_bytes(shape: Shape, message: int, now_ms: int) -> tuple[str, bytes]:
-    """The DiscoveredUrls of message number ``message`` as the parser would produce it."""
+def message_bytes(shape: Shape, message: int, now_ms: int, origin: str) -> tuple[str, bytes]:
+    """The DiscoveredUrls of message number ``message`` as the parser would produce it, sent by
+    the page leased as ``origin``."""
     host, urls = message_urls(shape, message)
     value = {
         "kind": "discovered_urls",
@@ -189,6 +190,7 @@ def message_bytes(shape: Shape, message: int, now_ms: int) -> tuple[str, bytes]:
         "source_url": f"https://{host_name(message + 1, shape.hosts)}/index-{message}.html",
         "discovered_at": now_ms,
         "urls": [{"url": url} for url in urls],
+        "origin": origin,
     }
     return host, json.dumps(value, separators=(",", ":")).encode()
 
@@ -527,15 +529,16 @@ def run_frontier(
 
 
 def resend_duplicates(frontier: Frontier, shape: Shape) -> Duplicates:
-    """The first tenth of the messages again, as later offsets: every URL is already visited,
-    the common case of a real crawl (most links point at pages seen before)."""
+    """The first tenth of the messages again, as later offsets and from other pages: every URL
+    is already visited, the common case of a real crawl (most links point at pages seen
+    before)."""
     before = frontier.counters().get("duplicate", 0)
     meter = Meter()
     resent = 0
     cycles = max(shape.cycles // 10, 1)
     for cycle in range(cycles):
         messages = shape.cycle_messages(cycle)
-        inputs, _, _ = meter.excluded(frontier_inputs, shape, messages, frontier.clock)
+        inputs, _, _ = meter.excluded(frontier_inputs, shape, messages, frontier.clock, "again")
         inputs = [(shape.messages + offset, key, raw) for offset, key, raw in inputs]
         resent += sum(shape.count(m) for m in messages)
         frontier.cycle(inputs, meter, tick=False)
@@ -554,12 +557,14 @@ def progress(done: int, total: int, phase: str) -> None:
 
 
 def frontier_inputs(
-    shape: Shape, messages: range, clock: FakeClock
+    shape: Shape, messages: range, clock: FakeClock, origin: str = "lease"
 ) -> list[tuple[int, str, bytes]]:
-    """(offset, key, value) of each message of a cycle; the offset is the message number."""
+    """(offset, key, value) of each message of a cycle; the offset is the message number. Each
+    message's origin is ``origin-<number>``: another origin makes the same URLs a new message
+    (another page linking to them), not a repeat the frontier skips whole."""
     inputs = []
     for message in messages:
-        host, raw = message_bytes(shape, message, clock.now_ms())
+        host, raw = message_bytes(shape, message, clock.now_ms(), f"{origin}-{message}")
         inputs.append((message, host, raw))
     return inputs
 
