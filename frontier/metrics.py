@@ -111,6 +111,8 @@ class FrontierMetrics:
                 ["crawl_id", "counter"],
             ),
         )
+        for kind in _REPEATED_KIND.values():
+            metrics.repeated.labels(kind)  # at 0 from the start: repeats are rare
         _REGISTERED[registry] = metrics
         return metrics
 
