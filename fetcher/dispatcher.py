@@ -6,10 +6,11 @@ host's politeness allows (DESIGN section 3, step 4), fetches, and finishes the D
 to produce: a FetchedPage to `pages`, a FetchOutcome to `outcomes`, and for a redirect a REDIRECT
 edge to `links`. Only then does the loop commit the request's offset, so a crash re-fetches rather
 than loses. A request whose lease deadline has passed is dropped unfetched (the frontier has queued
-it again); requests of revoked partitions are dropped too (their new owner gets them). Every
-Deferred is finished exactly once, after an unexpected error too (with a retryable outcome), so no
-partition's watermark waits forever; only :meth:`Dispatcher.stop` cancels fetches in flight
-without finishing theirs.
+it again); queued requests of revoked partitions are handed back (abandoned: their new owner
+fetches them), while those in flight finish, and the service loop waits a while for them before
+it commits the revocation. Every Deferred is finished or abandoned exactly once, after an
+unexpected error too (with a retryable outcome), so no partition's watermark waits forever; only
+:meth:`Dispatcher.stop` cancels fetches in flight without finishing theirs.
 
 Nothing polls: requests arriving (taken from an inbox in one go, so a poll's worth of them wakes
 the loop once), a fetch ending and the timer set for the next host's allowed time each schedule
@@ -231,7 +232,8 @@ class Dispatcher:
     def _drop_partitions(self, partitions: set[int]) -> None:
         for job in self._queues.remove_where(lambda queued: queued.partition in partitions):
             self._left += 1
-            self._finish_deferred(job)  # nothing produced; the new owner fetches it
+            job.finished = True
+            job.deferred.abandon()  # never committed here: the new owner fetches it
         for partition in partitions:
             for host in self._hosts_by_partition.pop(partition, ()):
                 self._politeness.forget(host)

@@ -1,8 +1,9 @@
 """The service loop: poll, decode, handle, produce, wait for delivery, commit, write state.
 
 One cycle (DESIGN section 4):
-  1. consume a batch; rebalance callbacks run here (revoked partitions commit and close their
-     stores; assigned ones are opened and restored before their records are handled);
+  1. consume a batch; rebalance callbacks run here (revoked partitions hand their queued deferred
+     work back, wait up to ``revoke_wait_s`` for what is in flight and deliver it, commit and
+     close their stores; assigned ones are opened and restored before their records are handled);
   2. decode each record (failures go to the dead-letter topic and the partition moves on), hand it
      to the handler with its partition's tables, collect outputs and state writes (a
      `BatchHandler` gets each state partition's decoded records together, `streamcrawl.batch`);
@@ -222,13 +223,43 @@ class ServiceLoop:
         log.info("assigned %s", sorted(f"{tp.topic}:{tp.partition}" for tp in partitions))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._commit([(tp.topic, tp.partition) for tp in partitions], final=True)
-        self._forget(partitions)
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        if isinstance(self.handler, BaseHandler):
+            self.handler.on_inputs_revoked(keys)  # work not yet begun is handed back
+        self._finish_revoked_work(set(keys))
+        self._commit(keys, final=True)
+        self._forget(partitions, tell_handler=False)
+
+    def _finish_revoked_work(self, keys: set[TopicPartitionKey]) -> None:
+        """Before a revocation commits, wait up to ``revoke_wait_s`` for the partitions' work in
+        flight (the fetcher's requests), then deliver whatever finished: the partitions' next
+        owner starts after it instead of doing it again (a page fetched twice)."""
+        cycle = _Cycle()
+        deadline = time.monotonic() + self._settings.revoke_wait_s
+        while self._running_in(keys, cycle):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                deferred = self._finished_deferred.get(timeout=left)
+            except queue.Empty:
+                break
+            self._take(deferred, cycle)
+        self._collect_deferred(cycle)
+        if not cycle.empty():
+            self._complete(cycle)
+
+    def _running_in(self, keys: set[TopicPartitionKey], cycle: _Cycle) -> bool:
+        """Whether work of these partitions is still running, neither finished into ``cycle`` nor
+        handed back."""
+        running = sum(self._offsets[key].running for key in keys if key in self._offsets)
+        ended = sum((t[0], t[1]) in keys for t in (*self._abandoned, *cycle.finished))
+        return running > ended
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._lost_at is None:
             self._lost_at = time.monotonic()
-        self._forget(partitions)
+        self._forget(partitions, tell_handler=True)
 
     def _check_rejoined(self) -> None:
         """Exit when partitions were lost (a session timeout, as across a broker restart) and the
@@ -244,8 +275,8 @@ class ServiceLoop:
                 " a fresh consumer joins"
             )
 
-    def _forget(self, partitions: list[TopicPartition]) -> None:
-        if isinstance(self.handler, BaseHandler):
+    def _forget(self, partitions: list[TopicPartition], *, tell_handler: bool) -> None:
+        if tell_handler and isinstance(self.handler, BaseHandler):
             self.handler.on_inputs_revoked([(tp.topic, tp.partition) for tp in partitions])
         gone = {(tp.topic, tp.partition) for tp in partitions}
         self._abandoned = {t for t in self._abandoned if (t[0], t[1]) not in gone}
@@ -508,11 +539,16 @@ class ServiceLoop:
                 deferred = self._finished_deferred.get_nowait()
             except queue.Empty:
                 return
-            if deferred.abandoned:
+            self._take(deferred, cycle)
+
+    def _take(self, deferred: Deferred, cycle: _Cycle) -> None:
+        if deferred.abandoned:
+            topic, partition, _ = deferred.ticket
+            if (topic, partition) in self._offsets:  # else revoked: nothing left to hold back
                 self._abandoned.add(deferred.ticket)  # never finished: its offset stays behind
-                continue
-            cycle.outputs.extend(deferred.outputs)
-            cycle.finished.append(deferred.ticket)
+            return
+        cycle.outputs.extend(deferred.outputs)
+        cycle.finished.append(deferred.ticket)
 
     # ----- produce, deliver, commit, persist -------------------------------------------------
 

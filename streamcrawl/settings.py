@@ -111,6 +111,10 @@ class LoopSettings(BaseModel):
     session_timeout_ms: int = Field(default=45_000, ge=1000)
     heartbeat_interval_ms: int = Field(default=3_000, ge=100)
     shutdown_timeout_s: float = Field(default=30.0, gt=0)
+    revoke_wait_s: float = Field(default=5.0, ge=0)
+    """On a rebalance, how long a revoked partition's work in flight (the fetcher's requests) may
+    finish and be committed before the partition goes: what finishes in time is not done again
+    by its next owner. The group's rebalance waits this long at most."""
     rejoin_timeout_s: float = Field(default=90.0, gt=0)
     """How long a consumer that lost its partitions may take to rejoin before the service exits
     (a supervisor restarts it with a fresh client)."""

@@ -209,11 +209,15 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, describe: str) -> 
 class LocalSite:
     """An aiohttp site on 127.0.0.1 served from a thread, recording when each path was asked for.
 
-    Routes map a path to (status, headers, body); paths not listed answer 404.
+    Routes map a path to (status, headers, body); paths not listed answer 404. With ``delay_s``
+    every listed path but /robots.txt answers that much later (a fetch stays in flight).
     """
 
-    def __init__(self, routes: dict[str, tuple[int, dict[str, str], bytes]]) -> None:
+    def __init__(
+        self, routes: dict[str, tuple[int, dict[str, str], bytes]], delay_s: float = 0.0
+    ) -> None:
         self.routes = routes
+        self.delay_s = delay_s
         self.requests: list[tuple[float, str]] = []
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -243,6 +247,8 @@ class LocalSite:
 
     async def _answer(self, request: web.Request) -> web.Response:
         self.requests.append((time.monotonic(), request.path_qs))
+        if self.delay_s and request.path_qs in self.routes and request.path != "/robots.txt":
+            await asyncio.sleep(self.delay_s)
         status, headers, body = self.routes.get(request.path_qs, (404, {}, b"not found"))
         return web.Response(status=status, headers=headers, body=body)
 

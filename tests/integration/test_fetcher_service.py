@@ -10,15 +10,17 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from aiohttp import web
-from confluent_kafka import Message
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from schemas import fetch, links, members, outcomes
 from schemas.base import now_millis
+from schemas.partitioning import partition_for_key
 from schemas.registry import ALL_TOPICS
 from schemas.serde import decode, decode_page, encode
 from streamcrawl.crashpoints import CRASH_EXIT_CODE
@@ -65,10 +67,12 @@ def started() -> Iterator[list[ServiceProcess]]:
         process.kill()
 
 
-def fetcher(deployment: Deployment, started: list[ServiceProcess], **env: str) -> ServiceProcess:
+def fetcher(
+    deployment: Deployment, started: list[ServiceProcess], instance: str = "fetcher-a", **env: str
+) -> ServiceProcess:
     process = ServiceProcess(
         "fetcher",
-        deployment.env("fetcher-a", STREAMCRAWL_FETCHER__ALLOWED_NETWORKS='["127.0.0.0/8"]', **env),
+        deployment.env(instance, STREAMCRAWL_FETCHER__ALLOWED_NETWORKS='["127.0.0.0/8"]', **env),
         deployment.root / "logs" / f"fetcher-{len(started)}.log",
     )
     started.append(process.start())
@@ -309,3 +313,79 @@ def test_a_full_read_ahead_pauses_the_partition_and_a_drained_one_resumes_it(
         out.read_until(lambda ms: set(outcomes_by_url(ms)) >= wanted, 90, "every outcome")
         assert gated.served == len(requests)
         assert consumed() == len(requests)
+
+
+def sites_on_both_partitions(count: int, delay_s: float) -> list[LocalSite]:
+    """``count`` slow sites whose hosts land on different partitions of two."""
+    sites: list[LocalSite] = []
+    routes = {f"/page-{n}": (200, HTML, PAGE + str(n).encode()) for n in range(count * 4)}
+    while len(sites) < count:
+        candidate = LocalSite(routes, delay_s=delay_s).start()
+        taken = {partition_for_key(s.host.encode(), 2) for s in sites}
+        if partition_for_key(candidate.host.encode(), 2) in taken:
+            candidate.stop()
+        else:
+            sites.append(candidate)
+    return sites
+
+
+def committed_to_the_end(deployment: Deployment, group: str, topic: str) -> bool:
+    consumer = Consumer({"bootstrap.servers": deployment.bootstrap, "group.id": group})
+    try:
+        partitions = [TopicPartition(topic, p) for p in range(2)]
+        committed = consumer.committed(partitions, timeout=10)
+        ends = [consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in partitions]
+        return [tp.offset for tp in committed] == ends
+    finally:
+        consumer.close()
+
+
+def test_a_partition_moving_to_a_new_fetcher_does_not_fetch_its_pages_again(
+    deployment: Deployment, started: list[ServiceProcess]
+) -> None:
+    """A second fetcher joins while the first has fetches in flight to both hosts (each answers
+    after 1.5 s): before the partition that moves goes, its fetches in flight finish and are
+    delivered and committed, and its queued requests go to the new owner. No page twice."""
+    sites = sites_on_both_partitions(2, delay_s=1.5)
+    try:
+        fetcher(deployment, started, "fetcher-a")
+        requests = [
+            request(site, f"/page-{n}").model_copy(update={"politeness_delay_ms": 0})
+            for site in sites
+            for n in range(4)
+        ]
+        send(deployment, requests)
+        deadline = time.monotonic() + 60
+        while not all(any(p.startswith("/page-") for p in site.paths()) for site in sites):
+            assert time.monotonic() < deadline, "the first fetcher never started fetching"
+            time.sleep(0.05)
+        fetcher(deployment, started, "fetcher-b")
+
+        out = TopicReader(deployment.bootstrap, deployment.topic("outcomes"))
+        out.read_until(lambda ms: len(outcomes_by_url(ms)) == 8, 120, "eight outcomes")
+        fetch_topic = deployment.topic("fetch")
+        deadline = time.monotonic() + 60
+        while not committed_to_the_end(deployment, deployment.topic("fetcher"), fetch_topic):
+            assert time.monotonic() < deadline, "the fetch requests were never all committed"
+            time.sleep(0.2)
+        holding = TopicReader(deployment.bootstrap, deployment.topic("members"))
+        holding.read_until(
+            lambda ms: (
+                {
+                    decode(members.Member, m.value()).instance
+                    for m in ms
+                    if m.value() and decode(members.Member, m.value()).partitions
+                }
+                >= {"fetcher-a", "fetcher-b"}
+            ),
+            30,
+            "both fetchers holding a partition",
+        )
+        for site in sites:
+            fetched = Counter(path for path in site.paths() if path.startswith("/page-"))
+            assert fetched == {f"/page-{n}": 1 for n in range(4)}, (site.host, fetched)
+        out.poll()
+        assert len(out.messages) == 8, "one outcome per request"
+    finally:
+        for site in sites:
+            site.stop()

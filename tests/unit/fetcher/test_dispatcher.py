@@ -202,7 +202,8 @@ async def test_the_read_ahead_is_observable_from_the_service_thread() -> None:
         dispatcher.revoke({0})
         assert await finishes.wait()
         assert dispatcher.buffered == 0 and not dispatcher.full and dispatcher.can_resume
-    assert all(not deferred.outputs for deferred in finishes.calls)
+    # Handed back, never finished: the loop must not commit them, their new owner fetches them.
+    assert all(deferred.abandoned and not deferred.outputs for deferred in finishes.calls)
 
 
 async def test_a_url_without_an_origin_is_reported_not_retried() -> None:
