@@ -344,11 +344,13 @@ def test_a_partition_moving_to_a_new_fetcher_does_not_fetch_its_pages_again(
     deployment: Deployment, started: list[ServiceProcess]
 ) -> None:
     """A second fetcher joins while the first has fetches in flight to both hosts (each answers
-    after 1.5 s): before the partition that moves goes, its fetches in flight finish and are
-    delivered and committed, and its queued requests go to the new owner. No page twice."""
-    sites = sites_on_both_partitions(2, delay_s=1.5)
+    after 3 s): before the partition that moves goes, its fetches in flight finish and are
+    delivered and committed, and its queued requests go to the new owner. No page twice. (The
+    revoke wait is raised from 5 s so that a loaded machine cannot run it out.)"""
+    sites = sites_on_both_partitions(2, delay_s=3.0)
+    wait = {"STREAMCRAWL_LOOP__REVOKE_WAIT_S": "30"}
     try:
-        fetcher(deployment, started, "fetcher-a")
+        fetcher(deployment, started, "fetcher-a", **wait)
         requests = [
             request(site, f"/page-{n}").model_copy(update={"politeness_delay_ms": 0})
             for site in sites
@@ -359,7 +361,7 @@ def test_a_partition_moving_to_a_new_fetcher_does_not_fetch_its_pages_again(
         while not all(any(p.startswith("/page-") for p in site.paths()) for site in sites):
             assert time.monotonic() < deadline, "the first fetcher never started fetching"
             time.sleep(0.05)
-        fetcher(deployment, started, "fetcher-b")
+        fetcher(deployment, started, "fetcher-b", **wait)
 
         out = TopicReader(deployment.bootstrap, deployment.topic("outcomes"))
         out.read_until(lambda ms: len(outcomes_by_url(ms)) == 8, 120, "eight outcomes")
