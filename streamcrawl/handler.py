@@ -156,7 +156,9 @@ class BaseHandler:
         """Input partitions (topic, partition) this instance now consumes."""
 
     def on_inputs_revoked(self, partitions: list[tuple[str, int]]) -> None:
-        """Input partitions taken away (revoked or lost): drop work queued for them."""
+        """Input partitions taken away (revoked or lost): hand back work queued for them (abandon
+        its Deferreds). On a revocation the loop then waits a while for their work in flight
+        before it commits (`streamcrawl.loop`)."""
 
     def on_partition_opened(self, ctx: Context) -> None:
         """A state partition was restored on this instance: rebuild any in-memory view of it."""
