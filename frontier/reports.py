@@ -27,6 +27,7 @@ from schemas.canonical import canonical_url, url_fingerprint
 from schemas.outcomes import FetchOutcome
 from schemas.scores import PageScore
 from schemas.urls import ParseReport
+from streamcrawl.state import Table
 
 
 def expect_report(
@@ -34,10 +35,7 @@ def expect_report(
 ) -> None:
     """An outcome said its page was sent: the lease's report is expected (once)."""
     crawl_id = outcome.crawl_id
-    reports = session.table(REPORTS)
-    key = report_key(crawl_id, outcome.lease_id)
-    raw = reports.get(key)
-    wait = None if raw is None else ReportWait.decode(raw)
+    reports, key, wait = _lease_wait(session, crawl_id, outcome.lease_id)
     if wait is not None and wait.state != "early":
         return
     session.count(crawl_id, "reports_expected")
@@ -54,10 +52,7 @@ def expect_report(
 def admit_report(session: PartitionSession, report: ParseReport) -> None:
     """Count a page's ParseReport (once); the page stops holding its depth unfinished."""
     crawl_id = report.crawl_id
-    reports = session.table(REPORTS)
-    key = report_key(crawl_id, report.lease_id)
-    raw = reports.get(key)
-    wait = None if raw is None else ReportWait.decode(raw)
+    reports, key, wait = _lease_wait(session, crawl_id, report.lease_id)
     if wait is not None and wait.state != "waiting":
         session.count(crawl_id, "reports_repeated")
         return
@@ -71,6 +66,16 @@ def admit_report(session: PartitionSession, report: ParseReport) -> None:
     session.count(crawl_id, "reports_waiting", -1)
     if wait.depth is not None:
         session.unfinished(crawl_id, wait.depth, -1)
+
+
+def _lease_wait(
+    session: PartitionSession, crawl_id: str, lease_id: str
+) -> tuple[Table, bytes, ReportWait | None]:
+    """The `reports` table, the lease's key in it and its record, if any."""
+    reports = session.table(REPORTS)
+    key = report_key(crawl_id, lease_id)
+    raw = reports.get(key)
+    return reports, key, None if raw is None else ReportWait.decode(raw)
 
 
 def _announce_links(session: PartitionSession, report: ParseReport) -> None:
