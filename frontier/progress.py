@@ -31,7 +31,10 @@ frontier that restarts sends some of its output twice): a report once per lease
 repeat counted, its surplus could hide a message or report still on its way, and the crawl would
 be declared done while links of its last pages were still travelling. The admitted side can still
 run ahead of the announced one for a while, since a page's messages may arrive before its report:
-that page is then still leased or waiting for its report, so the crawl is not settled anyway.
+that page is then still leased or waiting for its report, so the crawl is not settled anyway. One
+case is left: a lease a frontier sent but never stored (it crashed in between, and the URL was
+leased again) counts nowhere until its outcome arrives, so if its links arrive first while another
+message is still travelling, the sums can balance for a moment.
 """
 
 from __future__ import annotations
