@@ -60,8 +60,9 @@ depth 2 while another partition's depth-1 URLs are still travelling to it. So:
 
 ``open_depth`` never decreases: once every depth below D is finished everywhere, nothing can add a
 URL below D (links are one deeper than their page, redirects and sitemaps as deep as theirs). The
-per-depth counters exist for depth-ordered crawls only. Like done detection, ">=" tolerates a
-producer that delivered some DiscoveredUrls twice.
+per-depth counters exist for depth-ordered crawls only. Like done detection, it compares with ">="
+(repeats count once, `frontier.admission`): a page's messages may be admitted before its report
+is counted, while the page itself still holds its depth unfinished.
 
 Both classes serialise to JSON bytes for the partition's state store.
 """

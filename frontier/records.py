@@ -102,7 +102,7 @@ def read_u64(raw: bytes) -> int:
 
 
 def visited_prefix(crawl_id: str) -> bytes:
-    return crawl_id.encode() + SEPARATOR
+    return crawl_prefix(crawl_id)
 
 
 def visited_key(crawl_id: str, fingerprint: bytes) -> bytes:
@@ -135,7 +135,7 @@ def received_key(crawl_id: str, origin: str, host: str, part: int) -> bytes:
 
 
 def pending_prefix(crawl_id: str) -> bytes:
-    return crawl_id.encode() + SEPARATOR
+    return crawl_prefix(crawl_id)
 
 
 def pending_key(crawl_id: str, sequence: int) -> bytes:
