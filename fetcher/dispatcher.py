@@ -37,7 +37,7 @@ import aiohttp
 
 from fetcher import metrics
 from fetcher.host_queues import HostQueues
-from fetcher.http import fetch, open_session
+from fetcher.http import fetch, new_event_loop, open_session
 from fetcher.politeness import Grant, Politeness
 from fetcher.results import (
     FetchResult,
@@ -113,11 +113,16 @@ class Dispatcher:
         self._queues: HostQueues[Job] = HostQueues(
             self._politeness, clock, capacity=settings.read_ahead
         )
-        self._loop = asyncio.new_event_loop()
+        self._loop = new_event_loop()
         self._stopped: asyncio.Future[None] | None = None
         self._stopping = False
         self._dispatch_due = False
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
+        """Set while a wake-up is pending; cleared when it fires."""
+        self._timer_at = 0.0
+        """When it fires, on the loop's clock. Kept here: uvloop's handle for a time already past
+        has no ``when()``, and its clock is cached per iteration, so a fired timer cannot be told
+        by comparing times."""
         self._tasks: dict[Job, asyncio.Task[None]] = {}
         """Fetches under way; each removes itself when it ends (no done callback: that is one
         more loop callback per fetch)."""
@@ -291,11 +296,16 @@ class Dispatcher:
         if next_at is not None and not math.isinf(next_at):
             wait_s = min(wait_s, max(0.0, next_at - self._clock.monotonic()))
         wake_at = self._loop.time() + wait_s
-        if self._timer is not None and not self._timer.cancelled():
-            if self._timer.when() <= wake_at and self._timer.when() > self._loop.time():
+        if self._timer is not None:
+            if self._timer_at <= wake_at:
                 return
             self._timer.cancel()
-        self._timer = self._loop.call_at(wake_at, self._schedule)
+        self._timer = self._loop.call_at(wake_at, self._on_timer)
+        self._timer_at = wake_at
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._schedule()
 
     async def _serve(self, job: Job, grant: Grant) -> None:
         try:

@@ -20,7 +20,11 @@ result is a table. Not a test: nothing asserts a duration.
    baseline (the machine is shared, so a round's conditions hold for all of its variants, not
    across rounds). GC: the dispatcher runs under the service's collector settings
    (`streamcrawl.heap.settle_heap`), the baseline under the interpreter's defaults and once more
-   under the service's. Target: dispatcher (all at once) / baseline >= 0.7.
+   under the service's. Event loop: the dispatcher and the `fetch` row run on the fetcher's
+   (uvloop, `fetcher.http.new_event_loop`), the baseline on asyncio's own (what `asyncio.run`
+   gives a plain aiohttp program), and once more on the fetcher's with its collector settings,
+   so the table also shows the fetcher's work against aiohttp's on equal terms. Target:
+   dispatcher (all at once) / baseline >= 0.7.
 2. Politeness accuracy. ``POLITE_HOSTS`` servers record each request's arrival; every request asks
    for ``POLITE_DELAY_S`` (d). A host this process has not served waits one delay before its
    first request, which is robots.txt, so k pages take k + 1 requests ideally starting at d, 2d,
@@ -61,7 +65,7 @@ import statistics
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any
@@ -70,7 +74,7 @@ import aiohttp
 from aiohttp import web
 
 from fetcher.dispatcher import Dispatcher, FetchTopics
-from fetcher.http import FetchLimits, fetch, open_session
+from fetcher.http import FetchLimits, fetch, new_event_loop, open_session
 from fetcher.politeness import Grant, Politeness, PolitenessSettings
 from fetcher.results import FetchTarget
 from fetcher.service import decode_request
@@ -588,12 +592,24 @@ def bare_run(servers: ServerProcess, urls: list[str], concurrency: int) -> Run:
     return timed(servers, lambda: (asyncio.run(bare_aiohttp(urls, concurrency)), None))
 
 
+def on_fetcher_loop(work: Coroutine[Any, Any, int]) -> int:
+    """Run on the event loop the dispatcher uses (`fetcher.http.new_event_loop`)."""
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(work)
+
+
+def bare_run_fetcher_loop(servers: ServerProcess, urls: list[str], concurrency: int) -> Run:
+    with settled_heap():
+        return timed(servers, lambda: (on_fetcher_loop(bare_aiohttp(urls, concurrency)), None))
+
+
 def bare_run_service_gc(servers: ServerProcess, urls: list[str], concurrency: int) -> Run:
     with settled_heap():
         return bare_run(servers, urls, concurrency)
 
 
 BASELINE = "baseline"
+BASELINE_SAME_LOOP = "baseline, fetcher's loop"
 
 
 @dataclass(frozen=True)
@@ -648,8 +664,9 @@ def measure_throughput(requests: int, rounds: int, concurrency: int) -> Throughp
         variants: dict[str, Callable[[], Run]] = {
             BASELINE: lambda: bare_run(servers, urls, concurrency),
             "baseline, service GC": lambda: bare_run_service_gc(servers, urls, concurrency),
+            BASELINE_SAME_LOOP: lambda: bare_run_fetcher_loop(servers, urls, concurrency),
             "fetch layer": lambda: timed(
-                servers, lambda: (asyncio.run(fetch_layer(urls, concurrency)), None)
+                servers, lambda: (on_fetcher_loop(fetch_layer(urls, concurrency)), None)
             ),
             "dispatcher": lambda: dispatcher_run(servers, fetch_requests, concurrency, None),
             "default GC": lambda: dispatcher_run(
@@ -1094,6 +1111,12 @@ def report_throughput(result: Throughput) -> list[str]:
             rate("baseline, service GC"),
             against("baseline, service GC"),
         ),
+        row(
+            "",
+            "  the same on the fetcher's loop (uvloop) and GC",
+            rate(BASELINE_SAME_LOOP),
+            against(BASELINE_SAME_LOOP),
+        ),
         row("", "fetcher.http.fetch in the same loop", rate("fetch layer"), against("fetch layer")),
         row("", f"Dispatcher, all {requests} submitted at once", rate("dispatcher")),
         row(
@@ -1113,6 +1136,11 @@ def report_throughput(result: Throughput) -> list[str]:
             "",
             "  Dispatcher / baseline under the same GC settings",
             f"{result.median_ratio('dispatcher', 'baseline, service GC'):.2f}",
+        ),
+        row(
+            "",
+            "  Dispatcher / baseline on the same loop and GC",
+            f"{result.median_ratio('dispatcher', BASELINE_SAME_LOOP):.2f}",
         ),
         row(
             "", "  Dispatcher, interpreter's default GC", rate("default GC"), against("default GC")

@@ -8,8 +8,9 @@ counts repeat within about 1 % (three runs: the bare loop 476k-480k a page, the 
 
 Three layers fetch `bench_fetcher`'s 10 KB pages from its servers (8 hosts, 64 in flight):
 
-- the bare aiohttp loop (`get` + `read`);
-- `fetcher.http.fetch` in the same loop;
+- the bare aiohttp loop (`get` + `read`), on asyncio's own event loop and on the fetcher's
+  (uvloop, `fetcher.http.new_event_loop`);
+- `fetcher.http.fetch` in the same loop, on the fetcher's event loop;
 - the `Dispatcher`, fed every request at once.
 
 All three run under the service's collector settings. Each layer runs twice under
@@ -28,7 +29,6 @@ instructions costs more than the bare loop's, so its time ratio is lower than th
 from __future__ import annotations
 
 import argparse
-import asyncio
 import itertools
 import shutil
 import subprocess
@@ -41,7 +41,7 @@ from fetcher import http
 from streamcrawl.heap import settled_heap
 from tests.bench import bench_fetcher as bench
 
-LAYERS = ("bare", "fetch", "dispatcher")
+LAYERS = ("bare", "bare-uvloop", "fetch", "dispatcher")
 
 
 class _NoDigest:
@@ -70,9 +70,11 @@ def fetch_pages(layer: str, pages: int) -> int:
         urls = [request.url for request in requests]
         if layer == "bare":
             return bench.bare_run_service_gc(servers, urls, bench.CONCURRENCY).fetched
+        if layer == "bare-uvloop":
+            return bench.bare_run_fetcher_loop(servers, urls, bench.CONCURRENCY).fetched
         if layer == "fetch":
             with settled_heap():
-                return asyncio.run(bench.fetch_layer(urls, bench.CONCURRENCY))
+                return bench.on_fetcher_loop(bench.fetch_layer(urls, bench.CONCURRENCY))
         # Not `bench.dispatcher_run`: it decodes every request again first (so that none was
         # alive when the heap was settled), and callgrind would count that as the dispatcher's.
         completions = bench.Completions(pages)
