@@ -6,14 +6,14 @@ with and without its sha256 (3 % of its CPU) could not tell them apart in 10 rou
 counts repeat within about 1 % (three runs: the bare loop 476k-480k a page, the dispatcher
 688k-690k), so a cut of a few per cent shows (session 17, tests/bench/RESULTS.md).
 
-Three layers fetch `bench_fetcher`'s 10 KB pages from its servers (8 hosts, 64 in flight):
+Four layers fetch `bench_fetcher`'s 10 KB pages from its servers (8 hosts, 64 in flight):
 
 - the bare aiohttp loop (`get` + `read`), on asyncio's own event loop and on the fetcher's
   (uvloop, `fetcher.http.new_event_loop`);
 - `fetcher.http.fetch` in the same loop, on the fetcher's event loop;
 - the `Dispatcher`, fed every request at once.
 
-All three run under the service's collector settings. Each layer runs twice under
+All four run under the service's collector settings. Each layer runs twice under
 ``valgrind --tool=callgrind``, for ``--small`` and then ``--large`` pages. Its figure is the
 difference in instructions divided by the difference in pages, so start-up and imports cancel
 out. The servers run natively in a process of their own.
