@@ -184,8 +184,8 @@ def report_ingest(rounds: list[IngestResult]) -> None:
     print(
         f"both passes on the wall clock: {ingest.wall_s:.2f} against {ingest.bare_wall_s:.2f} s, "
         f"{ingest.bare_wall_s / ingest.wall_s:.2f} (per round "
-        f"{', '.join(f'{ratio:.2f}' for ratio in wall)}): lower, as the bare side's compactions "
-        "overlap its writes on the second core more (tests/bench/linkgraph_ingest.py)"
+        f"{', '.join(f'{ratio:.2f}' for ratio in wall)}); compactions overlap each side's writes "
+        "on the second core, the bare side's most (tests/bench/linkgraph_ingest.py)"
     )
     print(
         "target: edge ingest, both passes (an edge is ingested once fully indexed), at least 0.50 "
