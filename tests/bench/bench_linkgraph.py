@@ -196,7 +196,7 @@ def report_ingest(rounds: list[IngestResult]) -> None:
         "on the second core, the bare side's most (tests/bench/linkgraph_ingest.py)"
     )
     print(
-        f"target: edge ingest, both passes (an edge is ingested once fully indexed), at least "
+        "target: edge ingest, both passes (an edge is ingested once fully indexed), at least "
         f"{TARGET_INGEST:.2f} of its baseline; the passes apart locate the cost; the kernel rows "
         "(no handler) are the most a handler can reach on the kernel's state path; the encoding "
         "row is the forward pass's per-edge encoding and re-keyed messages with no state at all"
