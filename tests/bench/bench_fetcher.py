@@ -49,7 +49,7 @@ result is a table. Not a test: nothing asserts a duration.
    allocator's slack. One fetch alone is thus one body while it streams and two for the moment
    its message is built.
 
-    python -m tests.bench.bench_fetcher [--requests 6000] [--rounds 3] [--concurrency 64]
+    python -m tests.bench.bench_fetcher [--requests 6000] [--rounds 6] [--concurrency 64]
 """
 
 from __future__ import annotations
@@ -1288,7 +1288,7 @@ SECTIONS = ("throughput", "politeness", "hostile")
 def main() -> None:
     arguments = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     arguments.add_argument("--requests", type=int, default=6000)
-    arguments.add_argument("--rounds", type=int, default=5)
+    arguments.add_argument("--rounds", type=int, default=6)
     arguments.add_argument("--concurrency", type=int, default=CONCURRENCY)
     arguments.add_argument(
         "--sections", default=",".join(SECTIONS), help="comma separated, of " + ", ".join(SECTIONS)

@@ -13,7 +13,7 @@
 
 The broker is STREAMCRAWL_TEST_BOOTSTRAP or a local one started here. Prints a table; not a test.
 
-    python3 -m tests.bench.bench_linkgraph [--pages 8000 --rounds 3 --ingest-only]
+    python3 -m tests.bench.bench_linkgraph [--pages 8000 --rounds 6 --ingest-only]
         [--nodes 300000 --edges 3000000]
 """
 
@@ -92,7 +92,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=300_000)
     parser.add_argument("--edges", type=int, default=3_000_000, help="generated, before dedup")
     parser.add_argument("--hosts", type=int, default=3000)
-    parser.add_argument("--rounds", type=int, default=3, help="ingest rounds; medians reported")
+    parser.add_argument("--rounds", type=int, default=6, help="ingest rounds; medians reported")
     parser.add_argument("--ingest-only", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -15,7 +15,9 @@ round, and its coverage (75 % for 3 rounds, 93.75 % for 5) is reported with it.
 
 - met: the whole interval is at or above the target;
 - NOT met: the whole interval is below it;
-- at the line: the interval contains the target, so these rounds cannot tell.
+- at the line: the interval contains the target, so these rounds cannot tell;
+- too few rounds: the interval's coverage is below the confidence asked for (fewer than 6
+  rounds for 95 %), so it cannot tell either.
 """
 
 from __future__ import annotations
@@ -60,8 +62,18 @@ def _coverage(rounds: int, k: int) -> float:
     return 1 - 2 * below / (1 << rounds)
 
 
-def verdict(interval: MedianInterval, target: float) -> str:
-    """ "met", "NOT met" or "at the line" (see the module docstring): ratios at least `target`."""
+def rounds_needed(confidence: float = CONFIDENCE) -> int:
+    """The fewest rounds whose smallest and largest hold the median with `confidence`."""
+    rounds = 1
+    while _coverage(rounds, 1) < confidence:
+        rounds += 1
+    return rounds
+
+
+def verdict(interval: MedianInterval, target: float, confidence: float = CONFIDENCE) -> str:
+    """The verdict of the module docstring on ratios that should be at least `target`."""
+    if interval.coverage < confidence:
+        return f"too few rounds to tell ({interval.rounds}; {rounds_needed(confidence)} or more)"
     if interval.low >= target:
         return "met"
     if interval.high < target:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tests.bench.verdicts import MedianInterval, median_interval, verdict
+from tests.bench.verdicts import MedianInterval, median_interval, rounds_needed, verdict
 
 
 @pytest.mark.parametrize(
@@ -65,3 +65,11 @@ def test_the_verdict_needs_the_whole_interval_on_one_side(
     low: float, high: float, expected: str
 ) -> None:
     assert verdict(MedianInterval(low, high, 0.96, 12), 0.7) == expected
+
+
+def test_fewer_rounds_than_the_confidence_needs_give_no_verdict() -> None:
+    assert rounds_needed() == 6
+    assert rounds_needed(0.75) == 3
+    five = median_interval([0.8, 0.9, 0.85, 0.95, 0.99])  # all above, yet only 93.75 %
+    assert verdict(five, 0.7) == "too few rounds to tell (5; 6 or more)"
+    assert verdict(median_interval([0.8, 0.9, 0.85, 0.95, 0.99, 0.9]), 0.7) == "met"
