@@ -15,10 +15,14 @@ result is a table. Not a test: nothing asserts a duration.
    the baseline's semaphore does. robots.txt stays on (one 404 per host). More rows locate the
    cost: `fetcher.http.fetch` in the bare loop, the dispatcher with at most ``SERVICE_WINDOW``
    requests outstanding, with requests spread over ``MANY_HOSTS`` host names, and with a host name
-   of its own for every request. Rounds interleave the variants, each round starting at the next
-   variant in turn; a variant's figure is the median of its per-round ratios to the same round's
-   baseline (the machine is shared, so a round's conditions hold for all of its variants, not
-   across rounds). GC: the dispatcher runs under the service's collector settings
+   of its own for every request. Each round first runs the target's pair, baseline and dispatcher,
+   as one block in the order A B B A (B A A B in the next round): both of a side's runs pooled into
+   the round's figure for it, so a drift of the machine's speed across the block weighs on both
+   sides alike (session 22: per-round ratios 0.64-0.81 in 10 paired rounds, against 0.53-0.91 in
+   12 rounds with the two runs up to seven variants apart). The other variants follow, each round
+   starting at the next one in turn. A variant's figure is the median of its per-round ratios to
+   the same round's baseline (the machine is shared, so a round's conditions hold for all of its
+   variants, not across rounds). GC: the dispatcher runs under the service's collector settings
    (`streamcrawl.heap.settle_heap`), the baseline under the interpreter's defaults and once more
    under the service's. Event loop: the dispatcher and the `fetch` row run on the fetcher's
    (uvloop, `fetcher.http.new_event_loop`), the baseline on asyncio's own (what `asyncio.run`
@@ -506,6 +510,8 @@ class Run:
     wall_s: float
     client_cpu_s: float
     server_cpu_s: float
+    runs: int = 1
+    """How many runs this one pools (`pooled`)."""
 
     @property
     def rate(self) -> float:
@@ -514,6 +520,18 @@ class Run:
     @property
     def cpu_per_page_s(self) -> float:
         return self.client_cpu_s / max(self.fetched, 1)
+
+
+def pooled(runs: list[Run]) -> Run:
+    """Several runs of one variant as one: pages, seconds and CPU summed, so its rate is all the
+    pages over all the time."""
+    return Run(
+        fetched=sum(run.fetched for run in runs),
+        wall_s=sum(run.wall_s for run in runs),
+        client_cpu_s=sum(run.client_cpu_s for run in runs),
+        server_cpu_s=sum(run.server_cpu_s for run in runs),
+        runs=sum(run.runs for run in runs),
+    )
 
 
 def timed(servers: ServerProcess, work: Callable[[], tuple[int, float | None]]) -> Run:
@@ -613,6 +631,8 @@ def bare_run_service_gc(servers: ServerProcess, urls: list[str], concurrency: in
 
 BASELINE = "baseline"
 BASELINE_SAME_LOOP = "baseline, fetcher's loop"
+PAIRED = (BASELINE, "dispatcher")
+"""The target's pair: run twice a round as one block, A B B A (`measure_throughput`)."""
 
 
 @dataclass(frozen=True)
@@ -683,12 +703,20 @@ def measure_throughput(requests: int, rounds: int, concurrency: int) -> Throughp
         }
         asyncio.run(bare_aiohttp(urls[: HOSTS * 20], concurrency))  # warm-up
         runs: dict[str, list[Run]] = {name: [] for name in variants}
-        names = list(variants)
+        others = [name for name in variants if name not in PAIRED]
         for round_number in range(rounds):
+            # The target's pair as A B B A, then B A A B (see the module docstring).
+            first, second = PAIRED if round_number % 2 == 0 else PAIRED[::-1]
+            pair: dict[str, list[Run]] = {name: [] for name in PAIRED}
+            for name in (first, second, second, first):
+                pair[name].append(variants[name]())
+                gc.collect()
+            for name, both in pair.items():
+                runs[name].append(pooled(both))
             # Each round starts at another variant, so that none always runs first (or right
             # after the same neighbour) and carries whatever that position costs.
-            shift = round_number % len(names)
-            for name in names[shift:] + names[:shift]:
+            shift = round_number % len(others)
+            for name in others[shift:] + others[:shift]:
                 runs[name].append(variants[name]())
                 gc.collect()
     finally:
@@ -1089,10 +1117,12 @@ def report_throughput(result: Throughput) -> list[str]:
 
     def detail(name: str) -> str:
         run = result.median_run(name)
-        expected = len_many(result) if name == "many hosts" else requests
+        expected = (len_many(result) if name == "many hosts" else requests) * run.runs
         ratios = ", ".join(f"{ratio:.2f}" for ratio in result.ratios(name))
+        pooled_runs = f" ({run.runs} runs)" if run.runs > 1 else ""
         return note(
-            f"{name + ':':<21}{run.fetched}/{expected} pages in {run.wall_s:.2f} s; CPU: client "
+            f"{name + ':':<21}{run.fetched}/{expected} pages{pooled_runs} in {run.wall_s:.2f} s;"
+            f" CPU: client "
             f"{run.client_cpu_s / run.wall_s:.0%}, servers {run.server_cpu_s / run.wall_s:.0%};"
             f" {run.cpu_per_page_s * 1e6:.0f} us client CPU per page;"
             f" ratio per round {ratios}"
@@ -1100,7 +1130,7 @@ def report_throughput(result: Throughput) -> list[str]:
 
     dispatcher = result.median_ratio("dispatcher")
     interval = median_interval(result.ratios("dispatcher"))
-    complete = all(run.fetched == requests for run in result.runs["dispatcher"])
+    complete = all(run.fetched == requests * run.runs for run in result.runs["dispatcher"])
     throughput_verdict = verdict(interval, TARGET_THROUGHPUT) if complete else "NOT met"
     return [
         row(
