@@ -29,6 +29,14 @@ CPU s of its 2.1-2.4 that way, the link graph's 0.12-0.29 of its 4.6-5.4: both p
 just before the change and 0.44-0.54 (median 0.48) in the hour after it. Neither side forces a
 flush of what is still in the memtables.
 
+A round runs its sides as A B B A: the link graph's two passes, the bare puts of the records
+they stored twice (each into a fresh RocksDB), then the link graph's passes again (a fresh store;
+the same records, the input and the handler being deterministic). Each side's figure is the mean
+of its two runs, so a drift of the shared machine's speed across the round weighs on both sides
+alike. (Until session 22 each side ran once, the link graph first: a round's ratio then carried
+the drift between the two, and ranged 0.32-0.56 in one six-round run.) The rows that locate the
+cost (the encoding alone, the kernel path) run once, after.
+
 The same spans are also timed on the wall clock (`IngestResult.wall_s`, `bare_wall_s`): edges per
 second as a user sees them. That reading is the lower one: RocksDB's compactions run on the second
 core beside the writer, and the bare side, whose writer is done soonest, overlaps the largest share
@@ -45,6 +53,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import mean
 
 from rocksdict import Rdict, WriteBatch
 
@@ -259,6 +268,9 @@ class PassTimes:
     cpu_s: float
     wall_s: float
 
+    def mean_with(self, other: PassTimes) -> PassTimes:
+        return PassTimes(mean((self.cpu_s, other.cpu_s)), mean((self.wall_s, other.wall_s)))
+
 
 def _run_cycles(
     handler: LinkGraphHandler, store: PartitionStore, topic: str, values: list[object]
@@ -325,18 +337,25 @@ def linkgraph(
 
 
 def measure(root: Path, count: int, per_page: int, hosts: int) -> IngestResult:
+    """One round: the link graph, the bare puts twice, the link graph again (A B B A, see the
+    module docstring), each side's figures the mean of its two runs; then the rows that locate
+    the cost, once."""
     generated = pages(count, per_page, hosts)
     edges = sum(len(p.edges) for p in generated)
     # The inputs stay alive throughout: keep the collector from re-scanning them on both sides;
     # and collect as a link-graph instance does once started (`streamcrawl.heap`).
     settle_heap()
     forward, reverse, forward_cycles, reverse_cycles = linkgraph(generated, root / "linkgraph")
+    tables = LinkGraphHandler.tables()
+    bare_runs = [
+        bare([forward_cycles, reverse_cycles], root / f"bare{n}", tables) for n in range(2)
+    ]
+    again_forward, again_reverse, _, _ = linkgraph(generated, root / "linkgraph-again")
+    forward, reverse = forward.mean_with(again_forward), reverse.mean_with(again_reverse)
+    bare_forward_s, bare_reverse_s = map(mean, zip(*(run for run, _ in bare_runs), strict=True))
+    bare_wall_s = mean(wall for _, wall in bare_runs)
     encode_forward_s = encode_forward(generated)
     del generated
-    tables = LinkGraphHandler.tables()
-    (bare_forward_s, bare_reverse_s), bare_wall_s = bare(
-        [forward_cycles, reverse_cycles], root / "bare", tables
-    )
     kernel_forward_s, kernel_reverse_s = kernel(
         [(forward_cycles, count), (reverse_cycles, edges)], root / "kernel", tables
     )
