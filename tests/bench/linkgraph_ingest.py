@@ -31,7 +31,8 @@ flush of what is still in the memtables.
 
 A round runs its sides as A B B A: the link graph's two passes, the bare puts of the records
 they stored twice (each into a fresh RocksDB), then the link graph's passes again (a fresh store;
-the same records, the input and the handler being deterministic). Each side's figure is the mean
+the same records, the input and the handler being deterministic: checked cycle by cycle on
+their counts). Each side's figure is the mean
 of its two runs, so a drift of the shared machine's speed across the round weighs on both sides
 alike. (Until session 22 each side ran once, the link graph first: a round's ratio then carried
 the drift between the two, and ranged 0.32-0.56 in one six-round run.) The rows that locate the
@@ -350,7 +351,12 @@ def measure(root: Path, count: int, per_page: int, hosts: int) -> IngestResult:
     bare_runs = [
         bare([forward_cycles, reverse_cycles], root / f"bare{n}", tables) for n in range(2)
     ]
-    again_forward, again_reverse, _, _ = linkgraph(generated, root / "linkgraph-again")
+    again_forward, again_reverse, *again = linkgraph(generated, root / "linkgraph-again")
+    if [list(map(len, cycles)) for cycles in again] != [
+        list(map(len, cycles)) for cycles in (forward_cycles, reverse_cycles)
+    ]:
+        raise RuntimeError("the link graph's second run stored other records than its first")
+    del again
     forward, reverse = forward.mean_with(again_forward), reverse.mean_with(again_reverse)
     bare_forward_s, bare_reverse_s = map(mean, zip(*(run for run, _ in bare_runs), strict=True))
     bare_wall_s = mean(wall for _, wall in bare_runs)
