@@ -6,7 +6,10 @@ entity is loaded (``load_dtd=False``, ``no_network=True``: no XXE), libxml2's si
 stay on (``huge_tree=False``), and comments and processing instructions are dropped. Entity
 references other than the five predefined ones and character references therefore vanish from the
 text. The parser recovers from malformed XML, and a bare ``&`` (the commonest sitemap error, in
-query strings) is escaped before parsing so the URL survives.
+query strings) is escaped before parsing so the URL survives. When libxml2 stops at one of its
+limits (entity amplification, nesting depth), the entries finished before that are kept and the
+error says the parser stopped. That is read from its error log, not from the root's end tag, which
+lxml 6.2 and later make up at ``close`` for whatever was left open.
 
 Limits, from the protocol: at most :data:`MAX_DECOMPRESSED_BYTES` (50 MiB) of XML, after gunzip,
 and :data:`MAX_URLS` (50,000) entries; what lies beyond is counted, not returned. The document is
@@ -45,6 +48,8 @@ _BARE_AMPERSAND = re.compile(
     re.DOTALL,
 )
 _ENTRY_TAGS = {"url": False, "sitemap": True}
+_HALTS = frozenset({etree.ErrorTypes.ERR_RESOURCE_LIMIT, etree.ErrorTypes.ERR_ENTITY_LOOP})
+"""libxml2's errors on which it stops parsing on purpose (entity amplification, nesting depth)."""
 _ROOT_KINDS: dict[str, SitemapKind] = {"urlset": "urlset", "sitemapindex": "sitemapindex"}
 
 
@@ -148,7 +153,7 @@ class _SitemapReader:
         self.kind: SitemapKind = "unknown"
         self.root_name: str | None = None
         self.complete = False
-        """The root element's end was seen: libxml2 did not give up half way."""
+        """The root element's end was seen and libxml2 did not give up half way (`read`)."""
         self.entries: list[SitemapEntry] = []
         self.invalid_urls = 0
         self.duplicates = 0
@@ -177,6 +182,10 @@ class _SitemapReader:
             parser.close()
         except etree.LxmlError as error:
             return f"not XML: {error}"
+        if any(entry.type in _HALTS for entry in parser.feed_error_log):
+            # libxml2 gave up half way: the elements it left open were cut short. lxml 6.2 and
+            # later end them at `close` as if the document had; those ends are not taken.
+            return None
         self._consume(parser.read_events())
         return None
 

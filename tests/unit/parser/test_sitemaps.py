@@ -146,6 +146,15 @@ def test_billion_laughs_is_not_expanded() -> None:
     assert not any("lol" in entry.url for entry in sitemap.entries)
 
 
+def test_nesting_past_the_depth_limit_stops_with_an_error() -> None:
+    deep = "<a>" * 300 + "x" + "</a>" * 300
+    body = urlset("<loc>https://a.example/1</loc>").removesuffix(b"</urlset>")
+    body += f"{deep}<url><loc>https://a.example/2</loc></url></urlset>".encode()
+    sitemap = parse_sitemap(body, SITEMAP_URL)
+    assert sitemap.error == "the XML parser stopped before the end of the document"
+    assert [entry.url for entry in sitemap.entries] == ["https://a.example/1"]
+
+
 def test_quadratic_blowup_is_not_expanded() -> None:
     big = "A" * 100_000
     body = (
