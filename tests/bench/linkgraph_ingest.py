@@ -31,12 +31,13 @@ flush of what is still in the memtables.
 
 A round runs its sides as A B B A: the link graph's two passes, the bare puts of the records
 they stored twice (each into a fresh RocksDB), then the link graph's passes again (a fresh store;
-the same records, the input and the handler being deterministic: checked cycle by cycle on
-their counts). Each side's figure is the mean
-of its two runs, so a drift of the shared machine's speed across the round weighs on both sides
-alike. (Until session 22 each side ran once, the link graph first: a round's ratio then carried
-the drift between the two, and ranged 0.32-0.56 in one six-round run.) The rows that locate the
-cost (the encoding alone, the kernel path) run once, after.
+the same records, the input and the handler being deterministic: checked cycle by cycle on their
+counts). Each side's figure is the mean of its two runs, so a drift of the shared machine's speed
+across the round weighs on both sides alike. Until session 22 each side ran once, the link graph
+first, so a round's ratio could carry the drift between the two. The spread did not clearly
+narrow here (two paired 12-round runs: 0.40-0.49 and 0.42-0.56; unpaired: 0.32-0.56 and
+0.41-0.48 in 6 rounds, 0.37-0.62 in 12); the order is kept because it favours neither side. The
+rows that locate the cost (the encoding alone, the kernel path) run once, after.
 
 The same spans are also timed on the wall clock (`IngestResult.wall_s`, `bare_wall_s`): edges per
 second as a user sees them. That reading is the lower one: RocksDB's compactions run on the second
