@@ -359,7 +359,8 @@ def measure(root: Path, count: int, per_page: int, hosts: int) -> IngestResult:
         raise RuntimeError("the link graph's second run stored other records than its first")
     del again
     forward, reverse = forward.mean_with(again_forward), reverse.mean_with(again_reverse)
-    bare_forward_s, bare_reverse_s = map(mean, zip(*(run for run, _ in bare_runs), strict=True))
+    bare_forward_s = mean(passes[0] for passes, _ in bare_runs)
+    bare_reverse_s = mean(passes[1] for passes, _ in bare_runs)
     bare_wall_s = mean(wall for _, wall in bare_runs)
     encode_forward_s = encode_forward(generated)
     del generated
