@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -153,6 +154,77 @@ def test_nodes_count_degrees_and_crawled(graph: GraphHarness) -> None:
     assert all(s.size[FORWARD] > 0 for s in stats)
 
 
+SITES = (
+    # host of site n, its registered domain: multi-label public suffixes, a port, a private suffix
+    ("www.a{n}.co.uk", "a{n}.co.uk"),
+    ("news.b{n}.com.au", "b{n}.com.au"),
+    ("www.c{n}.org:8443", "c{n}.org"),
+    ("d{n}.github.io", "d{n}.github.io"),
+)
+
+
+def site_url(n: int) -> str:
+    host, _ = SITES[n % len(SITES)]
+    return f"https://{host.format(n=n % 5)}/page/{n}"
+
+
+def site_of(url: str) -> tuple[str, str]:
+    n = int(url.rsplit("/", 1)[1])
+    host, domain = SITES[n % len(SITES)]
+    return host.format(n=n % 5), domain.format(n=n % 5)
+
+
+@pytest.mark.parametrize("cycles", [False, True], ids=["message-by-message", "in-cycles"])
+def test_nodes_hold_host_domain_and_first_sighting(tmp_path: Path, cycles: bool) -> None:
+    """Every node, crawled or only linked: its host key, registered domain and the earliest of its
+    own fetch and the discoveries of the edges to it (an edge's discovery is never later than the
+    fetch that found it). Sources are fetched in shuffled order, so a page is often linked before
+    and after it is crawled."""
+    rng = random.Random(4)
+    order = list(range(40))
+    rng.shuffle(order)
+    pages = []
+    for s in order:
+        fetched_at = 10_000 + 100 * rng.randrange(50)
+        targets = rng.sample(range(80), rng.randint(1, 9))
+        edges = [
+            LinkEdge(
+                to_url=site_url(t),
+                link_type="EXTERNAL",
+                # discovered before the fetch, or "later" (capped at the fetch)
+                discovered_at=fetched_at + rng.randrange(-3_000, 500),
+            )
+            for t in targets
+            if t != s
+        ]
+        pages.append(
+            PageLinks(crawl_id="c1", from_url=site_url(s), fetched_at=fetched_at, edges=edges)
+        )
+    first_seen: dict[str, int] = {}
+    for page in pages:
+        sightings = [(page.from_url, page.fetched_at)]
+        sightings += [(e.to_url, min(e.discovered_at, page.fetched_at)) for e in page.edges]
+        for node_url, at in sightings:
+            first_seen[node_url] = min(at, first_seen.get(node_url, at))
+    graph = GraphHarness(tmp_path, partitions=3)
+    try:
+        # Each page's in-links are indexed before the next page comes, as on a live crawl.
+        for start in range(0, len(pages), 10 if cycles else 1):
+            chunk = pages[start : start + (10 if cycles else 1)]
+            graph.feed_in_cycles(*chunk) if cycles else graph.feed(*chunk)
+        nodes = all_entries(graph, NODES)
+        assert set(nodes) == set(first_seen)
+        for node_url, node in nodes.items():
+            host, domain = site_of(node_url)
+            assert (node["host"], node["domain"]) == (host, domain), node_url
+            assert node["first_seen_at"] == first_seen[node_url], node_url
+            answered = graph.query(NodeQuery(node_url))
+            assert (answered["host"], answered["registered_domain"]) == (host, domain)
+            assert answered["first_seen_at"] == first_seen[node_url]
+    finally:
+        graph.close()
+
+
 def test_rekeyed_values_validate_as_in_links(graph: GraphHarness) -> None:
     page = generated_graph(seed=1, sources=5, max_out=8)[2]
     outputs = graph.feed(page, rekey=False)
@@ -196,19 +268,50 @@ def test_with_in_link_ends_the_values_are_those_earlier_link_graphs_read(tmp_pat
         with_ends.close()
 
 
+def paged(graph: GraphHarness, query: EdgeQuery) -> list[str]:
+    """Every page of `query` from the first on, following the cursors: the other ends in order."""
+    end = "to_url" if query.direction == "out" else "from_url"
+    seen: list[str] = []
+    cursor = None
+    while True:
+        answer = graph.query(dataclasses.replace(query, cursor=cursor))
+        assert len(answer["edges"]) <= query.limit
+        seen.extend(e[end] for e in answer["edges"])
+        cursor = answer["next_cursor"]
+        if cursor is None:
+            return seen
+
+
 def test_queries_paginate_and_filter(graph: GraphHarness) -> None:
     pages = generated_graph(seed=11, sources=40, max_out=30)
     graph.feed(*pages)
     big = max(pages, key=lambda p: len(p.edges))
-    seen: list[str] = []
-    cursor = None
-    while True:
-        answer = graph.query(EdgeQuery("out", big.from_url, limit=7, cursor=cursor))
-        seen.extend(e["to_url"] for e in answer["edges"])
-        cursor = answer["next_cursor"]
-        if cursor is None:
-            break
-    assert seen == sorted(e.to_url for e in big.edges)
+    assert paged(graph, EdgeQuery("out", big.from_url, limit=7)) == sorted(
+        e.to_url for e in big.edges
+    )
+    in_links = Counter(e.to_url for p in pages for e in p.edges)
+    popular = in_links.most_common(1)[0][0]
+    assert in_links[popular] > 3
+    assert paged(graph, EdgeQuery("in", popular, limit=2)) == sorted(
+        p.from_url for p in pages for e in p.edges if e.to_url == popular
+    )
+    # Filters apply before the limit, page after page.
+    for link_type in TYPES:
+        assert paged(graph, EdgeQuery("out", big.from_url, limit=2, link_type=link_type)) == sorted(
+            e.to_url for e in big.edges if e.link_type == link_type
+        )
+    for position in POSITIONS:
+        assert paged(graph, EdgeQuery("in", popular, limit=1, position=position)) == sorted(
+            p.from_url
+            for p in pages
+            for e in p.edges
+            if e.to_url == popular and e.position == position
+        )
+    both = [(e.link_type, e.position) for e in big.edges]
+    link_type, position = Counter(both).most_common(1)[0][0]
+    assert paged(
+        graph, EdgeQuery("out", big.from_url, limit=1, link_type=link_type, position=position)
+    ) == sorted(e.to_url for e in big.edges if (e.link_type, e.position) == (link_type, position))
     internal = graph.query(EdgeQuery("out", big.from_url, limit=1000, link_type="INTERNAL"))
     assert {e["to_url"] for e in internal["edges"]} == {
         e.to_url for e in big.edges if e.link_type == "INTERNAL"

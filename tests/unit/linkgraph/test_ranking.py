@@ -3,6 +3,8 @@ syndication pairs, important pages, top per host and crawl, personalised telepor
 
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 import pytest
 
@@ -168,3 +170,54 @@ def test_only_changed_scores_are_published() -> None:
     scores = np.array([0.5004, 0.25, 0.2, 0.05])
     assert changed_scores(scores, previous, 0.01).tolist() == [1, 3]
     assert changed_scores(scores, None, 0.01).tolist() == [0, 1, 2, 3]
+
+
+def test_farm_and_syndication_thresholds_are_bracketed() -> None:
+    """A farm sends MORE than 90 % of at least `farm_min_links` (5 here) leaving links to one
+    domain; a syndication pair links at least `syndication_min_links` (3 here) each way."""
+    graph = CompactGraph()
+
+    def domain_links(domain: str, to_top: int, elsewhere: int) -> None:
+        targets = [f"https://top-of-{domain}/{i}" for i in range(to_top)]
+        targets += [f"https://else{i}.example/" for i in range(elsewhere)]
+        graph.add(links(f"https://{domain}/", targets, kind="EXTERNAL"))
+
+    domain_links("exactly-ninety.example", 9, 1)  # 0.9: not more than 90 %
+    domain_links("just-over.example", 10, 1)  # 10/11
+    domain_links("too-few.example", 4, 0)  # all of 4 < 5 links
+    domain_links("just-enough.example", 5, 0)  # all of 5 links
+    for i in range(3):
+        graph.add(links(f"https://a.example/{i}", [f"https://b.example/{i}"]))
+        graph.add(links(f"https://b.example/{i}", [f"https://a.example/{i}"]))
+        graph.add(links(f"https://c.example/{i}", [f"https://d.example/{i}"]))
+    for i in range(2):  # d answers c with only 2 links
+        graph.add(links(f"https://d.example/{i}", [f"https://c.example/{i}"]))
+    views = ranked(graph)
+    farms = {f["domain"]: f["share"] for f in views.answer("farms", {})}
+    assert farms == {"just-over.example": pytest.approx(10 / 11), "just-enough.example": 1.0}
+    pairs = views.answer("syndication", {})
+    assert pairs == [{"domains": ["a.example", "b.example"], "links_ab": 3, "links_ba": 3}]
+
+
+def test_important_pages_are_those_above_mean_plus_two_sigma() -> None:
+    """Hubs of several sizes, so that one, two and three standard deviations each pick other
+    pages; the threshold is recomputed here from the listed scores of every page."""
+    graph = CompactGraph()
+    hubs = {"big": 35, "mid": 30, "small": 23}  # about 3.8, 2.5 and 1.4 sigmas above the mean
+    for n in range(120):
+        targets = [f"https://a.example/{hub}" for hub, size in hubs.items() if n < size]
+        graph.add(links(f"https://a.example/{n}", [*targets, f"https://a.example/{(n + 1) % 120}"]))
+    views = ranked(graph)
+    scores = {p["url"]: p["score"] for p in views.answer("top", {"limit": "1000"})["pages"]}
+    assert len(scores) == len(graph.urls) == 123
+
+    def above(sigmas: float) -> set[str]:
+        threshold = statistics.fmean(scores.values()) + sigmas * statistics.pstdev(scores.values())
+        return {url for url, score in scores.items() if score > threshold}
+
+    assert len(above(1)) > len(above(2)) > len(above(3)) > 0  # the graph tells them apart
+    important = views.answer("important", {})
+    assert {p["url"] for p in important["pages"]} == above(2)
+    assert important["count"] == len(above(2))
+    listed = [p["score"] for p in important["pages"]]
+    assert listed == sorted(listed, reverse=True)
