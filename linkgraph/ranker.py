@@ -175,6 +175,7 @@ class Ranker:
                     if reader is not None:
                         reader.close()
                         reader, graph, ranked_version = None, CompactGraph(), -1
+                        last_ranked = float("-inf")  # leading again, it ranks once caught up
                         self._step_down()
                     continue
                 if reader is None:
