@@ -24,7 +24,14 @@ from schemas.partitioning import partition_for_key
 from schemas.registry import ALL_TOPICS
 from schemas.serde import decode, decode_page, encode
 from streamcrawl.crashpoints import CRASH_EXIT_CODE
-from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader, produce_json
+from tests.support import (
+    Deployment,
+    LocalSite,
+    ServiceProcess,
+    TopicReader,
+    produce_json,
+    wait_for,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -134,6 +141,39 @@ def fetcher_metrics_url(deployment: Deployment) -> str:
     return f"http://{member.http_address}/metrics"
 
 
+def fetch_topic(deployment: Deployment) -> str:
+    return deployment.topic("fetch")
+
+
+def read_to_the_end(deployment: Deployment, suffix: str) -> list[Message]:
+    """Every message the topic holds now: read until each partition's high watermark."""
+    topic = deployment.topic(suffix)
+    ends = high_watermarks(deployment, topic)
+    reader = TopicReader(deployment.bootstrap, topic)
+
+    def at_the_end(messages: list[Message]) -> bool:
+        seen = {(message.partition(), message.offset()) for message in messages}
+        return all(end == 0 or (partition, end - 1) in seen for partition, end in ends.items())
+
+    try:
+        return reader.read_until(at_the_end, 30, "the topic's end")
+    finally:
+        reader.close()
+
+
+def high_watermarks(deployment: Deployment, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": deployment.bootstrap, "group.id": "watermarks"})
+    try:
+        ends = {}
+        for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
+            _, ends[partition] = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=10
+            )
+        return ends
+    finally:
+        consumer.close()
+
+
 def outcomes_by_url(messages: list[Message]) -> dict[str, outcomes.FetchOutcome]:
     result = {}
     for message in messages:
@@ -148,28 +188,41 @@ def test_fetcher_produces_pages_and_outcomes_politely(
     fetcher(deployment, started)
     wanted = [request(site, p) for p in ("/page-0", "/page-1", "/redirect", "/private")]
     expired = request(site, "/expired", deadline_ms=now_millis() - 1000)
-    send(deployment, [*wanted, expired])
+    # One host's requests are served in the order sent, one at a time and a delay apart: had the
+    # expired lease been fetched, its outcome would come before this one's on the host's
+    # partition of `outcomes`.
+    last = request(site, "/page-2")
+    send(deployment, [*wanted, expired, last])
 
     out = TopicReader(deployment.bootstrap, deployment.topic("outcomes"))
-    out.read_until(lambda ms: len(outcomes_by_url(ms)) >= 4, 60, "four outcomes")
+    out.read_until(lambda ms: last.url in outcomes_by_url(ms), 60, "the last request's outcome")
     results = outcomes_by_url(out.messages)
     assert {url: o.kind for url, o in results.items()} == {
         site.url("/page-0"): "done",
         site.url("/page-1"): "done",
+        site.url("/page-2"): "done",
         site.url("/redirect"): "redirect",
         site.url("/private"): "robots_denied",
     }
     assert results[site.url("/redirect")].redirect_to == site.url("/page-0")
     assert results[site.url("/page-0")].page_sent
 
-    pages = TopicReader(deployment.bootstrap, deployment.topic("pages"))
-    pages.read_until(lambda ms: len(ms) >= 2, 30, "two pages")
+    # The expired lease was dropped, not left pending: its offset is committed like the others'
+    # (and only after every output was delivered, so the topics now hold everything produced).
+    wait_for(
+        lambda: committed_to_the_end(
+            deployment, deployment.topic("fetcher"), fetch_topic(deployment)
+        ),
+        60,
+        "every fetch request committed",
+    )
     bodies = {}
-    for message in pages.messages:
+    for message in read_to_the_end(deployment, "pages"):
         page, body = decode_page(message.value())
         bodies[page.url] = body
         assert message.key() == page.url.encode()
-    assert bodies == {site.url("/page-0"): PAGE + b"0", site.url("/page-1"): PAGE + b"1"}
+    assert bodies == {site.url(f"/page-{n}"): PAGE + str(n).encode() for n in range(3)}
+    assert set(outcomes_by_url(read_to_the_end(deployment, "outcomes"))) == set(results)
 
     edges = TopicReader(deployment.bootstrap, deployment.topic("links"))
     edges.read_until(lambda ms: len(ms) >= 1, 30, "a redirect edge")
@@ -184,20 +237,26 @@ def test_fetcher_produces_pages_and_outcomes_politely(
     gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(site.requests)]
     assert min(gaps) >= DELAY_MS / 1000, gaps
 
-    # /metrics of the running fetcher counts the same: robots.txt, two pages, the redirect, the
-    # denied URL; nothing in flight; no URL or host in any label.
+    # /metrics of the running fetcher counts the same: robots.txt, three pages, the redirect, the
+    # denied URL; all six requests read, five outcomes written (none for the expired lease);
+    # nothing in flight; no URL or host in any label.
     scraped = scrape_metrics(deployment)
     for sample, value in (
         ('streamcrawl_fetcher_requests_total{outcome="robots_txt",status_class="2xx"}', 1.0),
-        ('streamcrawl_fetcher_requests_total{outcome="done",status_class="2xx"}', 2.0),
+        ('streamcrawl_fetcher_requests_total{outcome="done",status_class="2xx"}', 3.0),
         ('streamcrawl_fetcher_requests_total{outcome="redirect",status_class="3xx"}', 1.0),
         ("streamcrawl_fetcher_robots_denied_total", 1.0),
         ("streamcrawl_fetcher_requests_in_flight", 0.0),
-        ("streamcrawl_fetcher_request_duration_seconds_count", 4.0),
+        ("streamcrawl_fetcher_request_duration_seconds_count", 5.0),
+        (f'streamcrawl_fetcher_messages_in_total{{topic="{fetch_topic(deployment)}"}}', 6.0),
+        (
+            f'streamcrawl_fetcher_messages_out_total{{topic="{deployment.topic("outcomes")}"}}',
+            5.0,
+        ),
     ):
         assert scraped.get(sample) == value, (sample, scraped.get(sample))
-    assert scraped["streamcrawl_fetcher_response_bytes_total"] >= 2 * len(PAGE)
-    assert scraped["streamcrawl_fetcher_politeness_wait_seconds_count"] >= 4
+    assert scraped["streamcrawl_fetcher_response_bytes_total"] >= 3 * len(PAGE)
+    assert scraped["streamcrawl_fetcher_politeness_wait_seconds_count"] >= 5
     assert not [name for name in scraped if site.host in name or "127.0.0.1" in name]
 
 
@@ -217,7 +276,24 @@ def test_fetcher_killed_at_a_crash_point_loses_no_request(
     out = TopicReader(deployment.bootstrap, deployment.topic("outcomes"))
     wanted = {r.url for r in requests}
     out.read_until(lambda ms: set(outcomes_by_url(ms)) >= wanted, 90, "every request's outcome")
-    assert all(o.kind == "done" for o in outcomes_by_url(out.messages).values())
+    results = outcomes_by_url(out.messages)
+    assert all(o.kind == "done" for o in results.values())
+    # A done outcome promises its page: once every request is committed (after delivery), the
+    # page of each lease is on `pages`, whichever fetcher wrote it.
+    wait_for(
+        lambda: committed_to_the_end(
+            deployment, deployment.topic("fetcher"), fetch_topic(deployment)
+        ),
+        60,
+        "every fetch request committed",
+    )
+    pages = {}
+    for message in read_to_the_end(deployment, "pages"):
+        page, body = decode_page(message.value())
+        pages[(page.url, page.lease_id)] = body
+    for n, sent in enumerate(requests):
+        assert results[sent.url].lease_id == sent.lease_id
+        assert pages.get((sent.url, sent.lease_id)) == PAGE + str(n).encode(), sent.url
 
 
 class GatedSite:
@@ -265,6 +341,21 @@ READ_AHEAD = 20
 BATCH = 5
 
 
+def wait_for_heartbeats(deployment: Deployment, after_ms: int, count: int) -> None:
+    """Return once the fetcher published ``count`` member records stamped after ``after_ms``:
+    its service loop republishes the record every heartbeat (`streamcrawl.membership`, 5 s)."""
+
+    def beats(messages: list[Message]) -> int:
+        records = [decode(members.Member, m.value()) for m in messages if m.value()]
+        return sum(1 for r in records if r.role == "fetcher" and r.updated_at > after_ms)
+
+    reader = TopicReader(deployment.bootstrap, deployment.topic("members"))
+    try:
+        reader.read_until(lambda ms: beats(ms) >= count, 60, f"{count} heartbeats")
+    finally:
+        reader.close()
+
+
 def test_a_full_read_ahead_pauses_the_partition_and_a_drained_one_resumes_it(
     deployment: Deployment, started: list[ServiceProcess]
 ) -> None:
@@ -275,6 +366,8 @@ def test_a_full_read_ahead_pauses_the_partition_and_a_drained_one_resumes_it(
             started,
             STREAMCRAWL_FETCHER__READ_AHEAD=str(READ_AHEAD),
             STREAMCRAWL_LOOP__BATCH_SIZE=str(BATCH),
+            # The first request is held for seconds; its latency must not slow the drain.
+            STREAMCRAWL_FETCHER__POLITENESS__LATENCY_FACTOR="0",
         )
         requests = [
             fetch.FetchRequest(
@@ -297,16 +390,15 @@ def test_a_full_read_ahead_pauses_the_partition_and_a_drained_one_resumes_it(
         def consumed() -> float:
             return scrape(url).get(consumed_sample, 0.0)
 
-        deadline = time.monotonic() + 60
-        while consumed() < READ_AHEAD and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert consumed() >= READ_AHEAD, "the buffer never filled"
-        # Absence can only be shown over time: ten of the loop's poll timeouts (0.2 s), in which
-        # an unpaused partition hands over everything (it did, before the kernel asked).
-        time.sleep(2.0)
+        wait_for(lambda: consumed() >= READ_AHEAD, 60, "the read-ahead filled")
+        # Absence is shown by the loop's own activity rather than a guess at how long that takes:
+        # its service loop republishes the fetcher's member record every few seconds, so after
+        # two more it has polled again and again with the other 175-odd requests in reach. An
+        # unpaused partition hands them over at once (it did, before the kernel asked).
+        wait_for_heartbeats(deployment, now_millis(), 2)
         held = consumed()
         # One in flight, the buffer, and at most one poll's batch taken as it filled.
-        assert held <= 1 + READ_AHEAD + BATCH, held
+        assert READ_AHEAD <= held <= 1 + READ_AHEAD + BATCH, held
         gated.open()
         out = TopicReader(deployment.bootstrap, deployment.topic("outcomes"))
         wanted = {r.url for r in requests}
@@ -335,7 +427,8 @@ def committed_to_the_end(deployment: Deployment, group: str, topic: str) -> bool
         partitions = [TopicPartition(topic, p) for p in range(2)]
         committed = consumer.committed(partitions, timeout=10)
         ends = [consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in partitions]
-        return [tp.offset for tp in committed] == ends
+        # A partition that never held a message has nothing to commit.
+        return all(end in (tp.offset, 0) for tp, end in zip(committed, ends, strict=True))
     finally:
         consumer.close()
 

@@ -1,7 +1,8 @@
 """The Dispatcher end to end against local servers, for what the fetch layer alone cannot show: a
-slow host gated behind a fast one of the same partition, concurrency limits seen at the servers,
-Sitemap lines on a seed's outcome, a 304 and a refused content type producing no page, and
-robots.txt switched off per crawl."""
+slow host gated behind a fast one of the same partition, per-host and global concurrency limits
+seen at the servers, Sitemap lines on a seed's outcome, a 304 and a refused content type producing
+no page, robots.txt switched off per crawl, Retry-After and 429/503 slowing a host down at the
+server, a capped body marked truncated on both messages, and an expired lease dropped."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
+import pytest
 from aiohttp import web
 from prometheus_client import REGISTRY
 
@@ -27,6 +29,7 @@ SETTINGS = FetcherSettings(allowed_networks=("127.0.0.0/8",), http=FAST_LIMITS)
 FAST_ANSWERS = 5
 ETAG = '"v1"'
 LAST_MODIFIED = "Tue, 01 Dec 2026 06:00:00 GMT"
+BACKOFF_FLOOR_S = 0.2
 
 
 def _request(server: AppServer, path: str, index: int, **fields: object) -> FetchRequest:
@@ -105,37 +108,86 @@ async def test_a_slow_host_waits_behind_a_fast_one_of_its_partition() -> None:
     assert {outcome["kind"] for outcome in finishes.outcomes()} == {"done"}
 
 
-async def test_per_host_and_global_concurrency_hold_at_the_servers() -> None:
-    """Two hosts, two at a time each, three in all: the first three requests are held until all
-    three are in, and a moment longer, so that a fourth would show; none does."""
-    in_flight: Counter[int] = Counter()
-    most: Counter[str] = Counter()
-    wave_in = asyncio.Event()
+class HeldSite:
+    """Pages held open until the test opens the gate; the most requests ever in flight at once,
+    per server port and over all, as the servers saw them."""
 
-    async def held(request: web.Request) -> web.StreamResponse:
-        port = request.url.port or 0
-        in_flight[port] += 1
-        most[str(port)] = max(most[str(port)], in_flight[port])
-        most["all"] = max(most["all"], in_flight.total())
-        if in_flight.total() == 3 and not wave_in.is_set():
-            await asyncio.sleep(0.2)  # room for a request the limits should have held back
-            wave_in.set()
-        await wave_in.wait()
-        in_flight[port] -= 1
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.arrived = 0
+        self.in_flight: Counter[int] = Counter()
+        self.peak: Counter[int] = Counter()
+        self.peak_overall = 0
+
+    async def page(self, request: web.Request) -> web.StreamResponse:
+        port = request.transport.get_extra_info("sockname")[1] if request.transport else 0
+        self.arrived += 1
+        self.in_flight[port] += 1
+        self.peak[port] = max(self.peak[port], self.in_flight[port])
+        self.peak_overall = max(self.peak_overall, self.in_flight.total())
+        try:
+            await self.gate.wait()
+        finally:
+            self.in_flight[port] -= 1
         return web.Response(text="page", content_type="text/html")
 
-    politeness = PolitenessSettings(per_host_concurrency=2, global_concurrency=3, latency_factor=0)
+
+async def _fetch_held(
+    site: HeldSite, servers: list[AppServer], per_server: int, politeness: PolitenessSettings
+) -> None:
+    """Send ``per_server`` requests to each server and hold them at the gate until every request
+    the dispatcher started has reached its server (started = submitted - buffered: a request
+    leaves the read-ahead when it starts; a pass starts all it may at once, and its requests
+    reach a server only after it). Only then is the gate opened, so a request one over a limit
+    would be in flight at the servers, not merely on its way."""
+    requests = [
+        _request(server, f"/{n}", n, respect_robots=False)
+        for n in range(per_server)
+        for server in servers
+    ]
+    finishes = Finishes(len(requests))
     settings = SETTINGS.model_copy(update={"politeness": politeness})
-    async with app_server(_app(held)) as first, app_server(_app(held)) as second:
-        requests = [
-            _request(server, f"/{n}", n, respect_robots=False)
-            for n in range(4)
-            for server in (first, second)
-        ]
-        finishes = await _run(requests, settings)
+    with running(settings) as dispatcher:
+        for index, request in enumerate(requests):
+            dispatcher.submit(request, finishes.deferred(index), 0)
+
+        def all_started_are_held() -> bool:
+            return 0 < site.arrived == len(requests) - dispatcher.buffered
+
+        await _until(all_started_are_held, "every started request held at its server")
+        site.gate.set()
+        assert await finishes.wait(), f"{len(finishes.calls)}/{len(requests)} finished"
     assert {outcome["kind"] for outcome in finishes.outcomes()} == {"done"}
-    assert most["all"] == 3
-    assert max(most[str(first.port)], most[str(second.port)]) == 2
+
+
+async def _until(condition: Callable[[], bool], describe: str, timeout_s: float = 10.0) -> None:
+    """Wait until ``condition`` holds, looking every 5 ms, failing at the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not condition():
+        assert loop.time() < deadline, f"{describe}: not reached in {timeout_s} s"
+        await asyncio.sleep(0.005)
+
+
+async def test_per_host_concurrency_holds_at_the_server() -> None:
+    """One host, two at a time, four in all: the global limit would let four in, so only the
+    per-host limit keeps the server at two."""
+    site = HeldSite()
+    politeness = PolitenessSettings(per_host_concurrency=2, global_concurrency=4, latency_factor=0)
+    async with app_server(_app(site.page)) as server:
+        await _fetch_held(site, [server], 6, politeness)
+    assert site.peak[server.port] == 2
+
+
+async def test_global_concurrency_holds_across_hosts() -> None:
+    """Two hosts, two at a time each, three in all: three are in flight at once, never four, and
+    no host has more than two."""
+    site = HeldSite()
+    politeness = PolitenessSettings(per_host_concurrency=2, global_concurrency=3, latency_factor=0)
+    async with app_server(_app(site.page)) as first, app_server(_app(site.page)) as second:
+        await _fetch_held(site, [first, second], 4, politeness)
+    assert site.peak_overall == 3
+    assert max(site.peak[first.port], site.peak[second.port]) <= 2
 
 
 async def test_sitemap_lines_go_with_a_seeds_outcome_only() -> None:
@@ -275,3 +327,100 @@ async def test_retry_after_in_seconds_and_as_a_date_holds_the_host_back() -> Non
     assert 1000 <= int(str(date["retry_after_ms"])) <= 3000, "whole seconds from now"
     times = dict(arrivals)
     assert times["/after"] - times["/seconds"] >= 1.0
+
+
+@pytest.mark.parametrize("status", [429, 503])
+async def test_an_overloaded_answer_slows_the_host_down(status: int) -> None:
+    """No Retry-After here: only the adaptive delay, doubled from backoff_floor_s on each 429 or
+    503, can hold the host's next request back, measured at the server."""
+    arrivals: dict[str, float] = {}
+    loop = asyncio.get_running_loop()
+
+    async def overloaded(request: web.Request) -> web.StreamResponse:
+        arrivals[request.path] = loop.time()
+        if request.path.startswith("/busy"):
+            return web.Response(status=status)
+        return web.Response(text="page", content_type="text/html")
+
+    politeness = PolitenessSettings(latency_factor=0, backoff_floor_s=BACKOFF_FLOOR_S)
+    settings = SETTINGS.model_copy(update={"politeness": politeness})
+    async with app_server(_app(overloaded)) as server:
+        paths = ["/busy/0", "/busy/1", "/calm"]
+        finishes = await _run(
+            [_request(server, path, n, respect_robots=False) for n, path in enumerate(paths)],
+            settings,
+        )
+    kinds = {url: outcome["kind"] for url, outcome in _by_url(finishes).items()}
+    assert kinds == {
+        server.url("/busy/0"): "retryable",
+        server.url("/busy/1"): "retryable",
+        server.url("/calm"): "done",
+    }
+    assert arrivals["/busy/1"] - arrivals["/busy/0"] >= BACKOFF_FLOOR_S
+    assert arrivals["/calm"] - arrivals["/busy/1"] >= 2 * BACKOFF_FLOOR_S, "doubled"
+
+
+async def test_a_capped_body_is_marked_truncated_on_the_page_and_the_outcome() -> None:
+    """What the dispatcher hands the loop to produce, decoded as the parser, storage and the
+    frontier would: the cut body, and ``truncated`` on both messages (a short page beside it
+    says False, so the flag is not simply always set)."""
+    cap = 64 * 1024
+
+    async def pages(request: web.Request) -> web.StreamResponse:
+        size = cap * 3 if request.path == "/long" else 100
+        return web.Response(body=b"x" * size, content_type="text/html")
+
+    limits = FAST_LIMITS.model_copy(update={"max_body_bytes": cap})
+    settings = SETTINGS.model_copy(update={"http": limits})
+    async with app_server(_app(pages)) as server:
+        finishes = await _run(
+            [
+                _request(server, "/long", 0, respect_robots=False),
+                _request(server, "/short", 1, respect_robots=False),
+            ],
+            settings,
+        )
+    emitted = {
+        page.url: (page.truncated, page.body_size, len(body))
+        for page, body in (
+            decode_page(output.value)
+            for deferred in finishes.calls
+            for output in deferred.outputs
+            if output.topic == TOPICS.pages
+        )
+    }
+    assert emitted == {
+        server.url("/long"): (True, cap, cap),
+        server.url("/short"): (False, 100, 100),
+    }
+    outcomes = _by_url(finishes)
+    truncated = {url: (outcome["kind"], outcome["truncated"]) for url, outcome in outcomes.items()}
+    assert truncated == {server.url("/long"): ("done", True), server.url("/short"): ("done", False)}
+
+
+async def test_an_expired_lease_is_dropped_unfetched_counted_and_finished() -> None:
+    """The frontier has queued it again: nothing is fetched or produced for it, yet its Deferred
+    is finished (not abandoned), so the partition's offsets move past it."""
+    paths: list[str] = []
+
+    async def page(request: web.Request) -> web.StreamResponse:
+        paths.append(request.path)
+        return web.Response(text="page", content_type="text/html")
+
+    finishes = Finishes(2)
+    async with app_server(_app(page)) as server:
+        expired_deadline = SystemClock().now_ms() - 1000
+        requests = [
+            _request(server, "/expired", 0, respect_robots=False, deadline=expired_deadline),
+            _request(server, "/fresh", 1, respect_robots=False),
+        ]
+        with running() as dispatcher:
+            for index, request in enumerate(requests):
+                dispatcher.submit(request, finishes.deferred(index), 0)
+            assert await finishes.wait(), f"{len(finishes.calls)}/2 finished"
+            dropped = dispatcher.dropped_expired
+    assert dropped == 1
+    produced = {deferred.ticket[2]: deferred for deferred in finishes.calls}
+    assert (produced[0].outputs, produced[0].abandoned) == ([], False)
+    assert [outcome["url"] for outcome in finishes.outcomes()] == [server.url("/fresh")]
+    assert paths == ["/fresh"]

@@ -19,11 +19,21 @@ from fetcher.decoding import SUPPORTED_ENCODINGS
 from fetcher.errors import Reason
 from fetcher.http import FetchLimits, fetch
 from fetcher.results import FetchResult, FetchTarget
-from schemas.pages import MAX_BODY_BYTES
+from fetcher.wire import outcome_value, page_envelope
+from schemas.fetch import FetchRequest
+from schemas.outcomes import FetchOutcome
+from schemas.pages import MAX_BODY_BYTES, FetchedPage
+from schemas.serde import decode, decode_page
 from streamcrawl.clock import FakeClock
 from tests.unit.fetcher.bombs import BOMBS, MIB
 from tests.unit.fetcher.conftest import FAST_LIMITS, Sessions
-from tests.unit.fetcher.servers import RawHandler, raw_server, response_head, send_chunked
+from tests.unit.fetcher.servers import (
+    RawHandler,
+    RawServer,
+    raw_server,
+    response_head,
+    send_chunked,
+)
 
 BOMB_WIRE_BYTES = 2 * MIB
 """Each bomb repeats a unit that decodes to 1 MiB of zeros until about this much is on the wire:
@@ -61,7 +71,7 @@ async def test_decompression_bomb_stops_at_the_body_cap(
 
 @pytest.mark.skipif("br" not in SUPPORTED_ENCODINGS, reason="no brotli binding with output limits")
 async def test_brotli_bomb_stops_at_the_body_cap(sessions: Sessions, clock: FakeClock) -> None:
-    import brotli  # type: ignore[import-not-found]  # noqa: PLC0415
+    import brotli  # type: ignore[import-not-found, import-untyped, unused-ignore]  # noqa: PLC0415
 
     unit = brotli.compress(bytes(64 * MIB))
     session = await sessions.open()
@@ -105,10 +115,38 @@ async def test_two_gigabyte_chunked_body_stops_at_the_cap(
 
     session = await sessions.open()
     async with raw_server(handler) as server:
-        result = await fetch(session, FetchTarget(server.url()), FAST_LIMITS, clock)
+        request = _request_for(server, clock)
+        result = await fetch(session, FetchTarget.from_request(request), FAST_LIMITS, clock)
     assert (result.kind, result.truncated) == ("done", True)
     assert len(result.body) == MAX_BODY_BYTES == result.wire_bytes
     assert sent[0] < MAX_BODY_BYTES + 64 * MIB
+    page, body, outcome = _as_emitted(result, request)
+    assert (page.truncated, page.body_size, len(body)) == (True, MAX_BODY_BYTES, MAX_BODY_BYTES)
+    assert (outcome.kind, outcome.truncated, outcome.page_sent) == ("done", True, True)
+
+
+def _request_for(server: RawServer, clock: FakeClock) -> FetchRequest:
+    return FetchRequest(
+        crawl_id="crawl",
+        url=server.url(),
+        host=f"127.0.0.1:{server.port}",
+        depth=1,
+        lease_id="lease",
+        deadline=clock.now_ms() + 60_000,
+    )
+
+
+def _as_emitted(
+    result: FetchResult, request: FetchRequest
+) -> tuple[FetchedPage, bytes, FetchOutcome]:
+    """The page and outcome as the dispatcher writes them to `pages` and `outcomes`, read back as
+    the parser, storage and the frontier read them."""
+    fields = result.page_fields(request)
+    assert fields is not None, "a done fetch has a page"
+    page, body = decode_page(page_envelope(fields, result.body))
+    outcome_fields = result.outcome_fields(request, page_sent=True)
+    outcome: FetchOutcome = decode(FetchOutcome, outcome_value(outcome_fields))
+    return page, body, outcome
 
 
 async def test_declared_oversize_is_permanent_when_truncation_is_off(

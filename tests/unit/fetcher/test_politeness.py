@@ -96,16 +96,26 @@ def test_retry_after_blocks_the_host_capped_at_an_hour() -> None:
     assert politeness.try_acquire(HOST) is not None
 
 
-def test_overload_doubles_the_adaptive_delay_up_to_its_cap() -> None:
+@pytest.mark.parametrize("status", [429, 503])
+def test_overload_doubles_the_adaptive_delay_up_to_its_cap(status: int) -> None:
     clock = FakeClock()
     politeness = Politeness(PolitenessSettings(latency_factor=0, max_adaptive_delay_s=10), clock)
     seen = []
     for _ in range(6):
-        politeness.release(_grant(politeness, clock), status=503)
+        politeness.release(_grant(politeness, clock), status=status)
         seen.append(politeness.delay(HOST))
     assert seen == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
     politeness.release(_grant(politeness, clock), status=200)
     assert politeness.delay(HOST) == 5.0
+
+
+@pytest.mark.parametrize("status", [200, 404, 500, 502, 504, None])
+def test_other_answers_do_not_back_off(status: int | None) -> None:
+    """Only 429 and 503 say "slow down"; other errors leave the delay to latency alone."""
+    clock = FakeClock()
+    politeness = Politeness(PolitenessSettings(latency_factor=0), clock)
+    politeness.release(_grant(politeness, clock), status=status)
+    assert politeness.delay(HOST) == 0.0
 
 
 def test_rising_latency_slows_down_at_once_and_recovers_halfway() -> None:

@@ -46,12 +46,17 @@ def _text(body: str, status: int = 200) -> Handler:
     return handler
 
 
-async def test_not_found_allows_everything(sessions: Sessions, clock: FakeClock) -> None:
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 405, 410, 418, 451, 499])
+async def test_unavailable_allows_everything(
+    status: int, sessions: Sessions, clock: FakeClock
+) -> None:
+    """RFC 9309 2.3.1.3: any 4xx (429 aside, below) means no robots.txt, and the crawler may
+    access any resource; 401 and 403 included, as Google documents."""
     hits: list[str] = []
-    async with app_server(_app(_text("gone", status=404), hits)) as server:
+    async with app_server(_app(_text("no robots.txt here", status=status), hits)) as server:
         cache = await _cache(sessions, clock)
         rules = await cache.rules_for(server.url("/any/page"))
-    assert (rules.verdict, rules.reason, rules.status) == ("allow_all", "http 404", 404)
+    assert (rules.verdict, rules.reason, rules.status) == ("allow_all", f"http {status}", status)
     assert rules.allows(server.url("/private"))
     assert rules.expires_at == clock.monotonic() + SETTINGS.ttl_s
     assert hits == ["/robots.txt"]
@@ -281,6 +286,137 @@ GOOGLE_CASES = [
     ),
     # An empty robots.txt allows everything.
     ("", [("FooBot", "/anything", True)]),
+    # A UTF-8 byte order mark does not hide the first line (Protego reads it as part of the
+    # line's name: this fetcher drops it).
+    pytest.param("\ufeffUser-agent: FooBot\nDisallow: /\n", [("FooBot", "/x", False)], id="bom"),
+    # Lines without a colon, and common misspellings, are read as what they mean.
+    pytest.param("user-agent FooBot\ndisallow /\n", [("FooBot", "/x/y", False)], id="no-colon"),
+    pytest.param(
+        "useragent: FooBot\ndissallow: /a\ndisalow: /b\n",
+        [("FooBot", "/a", False), ("FooBot", "/b", False), ("FooBot", "/c", True)],
+        id="typos",
+    ),
+    # Other lines inside a group (Crawl-delay, Sitemap, unknown ones) do not end it.
+    pytest.param(
+        "user-agent: FooBot\ncrawl-delay: 5\ndisallow: /a\nsitemap: https://foo.bar/s.xml\n"
+        "noindex: /x\ndisallow: /b\nuser-agent: BarBot\ndisallow: /c\n",
+        [
+            ("FooBot", "/a", False),
+            ("FooBot", "/b", False),
+            ("FooBot", "/c", True),
+            ("BarBot", "/b", True),
+            ("BarBot", "/c", False),
+        ],
+        id="other-lines-in-a-group",
+    ),
+    pytest.param(
+        "Sitemap: https://foo.bar/sitemap.xml\nUser-agent: FooBot\nDisallow: /x\n",
+        [("FooBot", "/x", False), ("FooBot", "/y", True)],
+        id="sitemap-before-any-group",
+    ),
+    # Line endings: CR LF and a lone CR, blank lines inside a group; comments end a line.
+    pytest.param(
+        "User-Agent: foo\r\nAllow: /some/path\r\nUser-Agent: bar\r\n\r\n\r\nDisallow: /\r\n",
+        [("foo", "/some/path/", True), ("bar", "/some/path/", False)],
+        id="crlf",
+    ),
+    pytest.param(
+        "User-Agent: foo\rAllow: /some/path\rUser-Agent: bar\r\r\rDisallow: /\r",
+        [("foo", "/some/path/", True), ("bar", "/some/path/", False)],
+        id="cr",
+    ),
+    pytest.param(
+        "User-agent: FooBot\n# Disallow: /\nDisallow: /foo/quz#qux\nAllow: /\n",
+        [("FooBot", "/foo/bar", True), ("FooBot", "/foo/quz", False)],
+        id="comments",
+    ),
+    # "$" anchors the end: "/" alone, or a file type without a query after it.
+    pytest.param(
+        "user-agent: FooBot\nallow: /$\ndisallow: /\n",
+        [("FooBot", "/", True), ("FooBot", "/page.html", False)],
+        id="end-anchor-root",
+    ),
+    pytest.param(
+        "user-agent: FooBot\ndisallow: /*.php$\n",
+        [("FooBot", "/a.php", False), ("FooBot", "/a.php?x=1", True), ("FooBot", "/a.php5", True)],
+        id="end-anchor-type",
+    ),
+    # An allowed index.html allows its directory too.
+    pytest.param(
+        "User-agent: FooBot\nAllow: /allowed-slash/index.html\nDisallow: /\n",
+        [
+            ("FooBot", "/allowed-slash/", True),
+            ("FooBot", "/allowed-slash/index.html", True),
+            ("FooBot", "/allowed-slash/index.htm", False),
+            ("FooBot", "/other", False),
+        ],
+        id="index-html-is-its-directory",
+    ),
+    # Percent-encoding: an encoded unreserved character equals the character, hex case does not
+    # matter, raw UTF-8 equals its encoding, and a query's "?" and "&" match literally.
+    pytest.param(
+        "User-agent: FooBot\nDisallow: /\nAllow: /foo/bar/%62%61%7A\nAllow: /caf%c3%a9/\n"
+        "Allow: /\u30c4/\nAllow: /search?q=a&b=http://foo.bar?c\n",
+        [
+            ("FooBot", "/foo/bar/baz", True),
+            ("FooBot", "/foo/bar/%62%61%7A", True),
+            ("FooBot", "/caf%C3%A9/menu", True),
+            ("FooBot", "/caf\u00e9/menu", True),
+            ("FooBot", "/%E3%83%84/x", True),
+            ("FooBot", "/search?q=a&b=http://foo.bar?c", True),
+            ("FooBot", "/other", False),
+        ],
+        id="percent-encoding",
+    ),
+    # Longest match, whichever comes first; a longer disallow beats a shorter allow.
+    pytest.param(
+        "user-agent: FooBot\nallow: /x/page.\ndisallow: /*.html\n",
+        [("FooBot", "/x/page.html", True), ("FooBot", "/x/y.html", False)],
+        id="longest-allow",
+    ),
+    pytest.param(
+        "user-agent: FooBot\ndisallow: /x/page.html\nallow: /x/\n",
+        [("FooBot", "/x/page.html", False), ("FooBot", "/x/other", True)],
+        id="longest-disallow",
+    ),
+    pytest.param(
+        "user-agent: FooBot\nallow: /page\ndisallow: /*.htm\n",
+        [("FooBot", "/page.htm", False), ("FooBot", "/page", True)],
+        id="longest-with-wildcard",
+    ),
+    pytest.param(
+        "user-agent: FooBot\ndisallow: /folder\nallow: /folder\n",
+        [("FooBot", "/folder/page", True)],
+        id="tie-allow-wins",
+    ),
+    # User-agent lines match our product token case-insensitively, as a whole token: a longer
+    # token (testbot-news, testbotx) names another crawler, whose group is not ours.
+    pytest.param(
+        "User-agent: *\nDisallow: /\n\nUser-agent: TESTBOT-news\nAllow: /\n\n"
+        "User-agent: tEsTbOt\nAllow: /x/\nDisallow: /\n",
+        [
+            ("testbot", "/x/y", True),
+            ("testbot", "/y", False),
+            ("TestBot", "/x/y", True),
+            ("testbot-news", "/y", True),
+            ("otherbot", "/x/y", False),
+        ],
+        id="product-token",
+    ),
+    pytest.param(
+        "User-agent: testbotx\nDisallow: /\n", [("testbot", "/x", True)], id="longer-token"
+    ),
+    pytest.param(
+        "User-agent: a-bot\nUser-agent: testbot\nDisallow: /both\nUser-agent: *\nDisallow: /rest\n",
+        [
+            ("testbot", "/both", False),
+            ("testbot", "/rest", True),
+            ("a-bot", "/both", False),
+            ("zbot", "/both", True),
+            ("zbot", "/rest", False),
+        ],
+        id="one-group-for-several-agents",
+    ),
 ]
 
 
