@@ -279,6 +279,7 @@ class Dispatcher:
         for job in self._queues.drop_expired():
             self._left += 1
             self.dropped_expired += 1
+            metrics.LEASES_EXPIRED.inc()
             self._finish_deferred(job)
         now = self._clock.monotonic()
         create_task, observe_wait = self._loop.create_task, metrics.TALLIES.politeness_wait.observe

@@ -115,6 +115,10 @@ BLOCKED_ADDRESSES = Counter(
     "streamcrawl_fetcher_blocked_addresses_total",
     "Fetches refused because a host resolved to a blocked address",
 )
+LEASES_EXPIRED = Counter(
+    "streamcrawl_fetcher_leases_expired_total",
+    "Requests dropped unfetched because their lease deadline passed while they waited here",
+)
 
 ROBOTS_TXT = "robots_txt"
 """The ``outcome`` label of a robots.txt fetch."""

@@ -66,6 +66,7 @@ SERVICE: dict[str, list[Family]] = {
         _family("streamcrawl_fetcher_response_bytes_total", "counter"),
         _family("streamcrawl_fetcher_robots_denied_total", "counter"),
         _family("streamcrawl_fetcher_blocked_addresses_total", "counter"),
+        _family("streamcrawl_fetcher_leases_expired_total", "counter"),
         _family("streamcrawl_fetcher_requests_in_flight", "gauge"),
         _family("streamcrawl_fetcher_politeness_wait_seconds", "histogram"),
     ],

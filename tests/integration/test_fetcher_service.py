@@ -246,6 +246,7 @@ def test_fetcher_produces_pages_and_outcomes_politely(
         ('streamcrawl_fetcher_requests_total{outcome="done",status_class="2xx"}', 3.0),
         ('streamcrawl_fetcher_requests_total{outcome="redirect",status_class="3xx"}', 1.0),
         ("streamcrawl_fetcher_robots_denied_total", 1.0),
+        ("streamcrawl_fetcher_leases_expired_total", 1.0),
         ("streamcrawl_fetcher_requests_in_flight", 0.0),
         ("streamcrawl_fetcher_request_duration_seconds_count", 5.0),
         (f'streamcrawl_fetcher_messages_in_total{{topic="{fetch_topic(deployment)}"}}', 6.0),

@@ -31,6 +31,7 @@ NAMES = (
     "streamcrawl_fetcher_response_bytes_total",
     "streamcrawl_fetcher_robots_denied_total",
     "streamcrawl_fetcher_blocked_addresses_total",
+    "streamcrawl_fetcher_leases_expired_total",
     "streamcrawl_fetcher_requests_in_flight",
     "streamcrawl_fetcher_politeness_wait_seconds_count",
 )
