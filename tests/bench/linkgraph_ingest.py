@@ -52,7 +52,8 @@ from __future__ import annotations
 import gc
 import random
 import time
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
@@ -105,8 +106,66 @@ class CycleWrites:
         self.values.append(value)
 
 
+class Packed:
+    """Byte strings copied into one buffer: what the bench keeps of a cycle's records (and of its
+    produced values) until the baseline replays them (`unpack`), so the link graph's own objects
+    are freed after each cycle, as the loop frees them once the cycle is written and delivered.
+
+    Kept as the link graph's objects, every record of a pass stayed alive to its end: the Python
+    heap grew by the pass's records on the link graph's clock (about 55 MiB of new allocator
+    arenas in the reverse pass, 110 in the forward one, each page of them first touched there),
+    a cost a running service does not pay, the baseline neither (its records are made before its
+    clock). Measured in session 26: tests/bench/RESULTS.md."""
+
+    __slots__ = ("_buffer", "_lengths")
+
+    def __init__(self, items: Iterable[bytes | None]) -> None:
+        kept = list(items)
+        self._lengths = array("q", [-1 if item is None else len(item) for item in kept])
+        """Each item's length, -1 for None."""
+        self._buffer = b"".join([item for item in kept if item])
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def unpack(self) -> list[bytes | None]:
+        """The items again, as new objects."""
+        buffer, at = self._buffer, 0
+        items: list[bytes | None] = []
+        for length in self._lengths:
+            if length < 0:
+                items.append(None)
+            else:
+                items.append(buffer[at : at + length])
+                at += length
+        return items
+
+
+class PackedCycle:
+    """One cycle's writes as the bench keeps them (`Packed`): tables, then keys and values."""
+
+    __slots__ = ("_keys", "_tables", "_values")
+
+    def __init__(self, tables: list[str], keys: Iterable[bytes], values: Iterable[bytes | None]):
+        self._tables = tables
+        self._keys, self._values = Packed(keys), Packed(values)
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+    def unpack(self) -> CycleWrites:
+        keys: list[bytes] = self._keys.unpack()  # type: ignore[assignment]  # keys are never None
+        return CycleWrites(self._tables, keys, self._values.unpack())
+
+
 Cycles = list[CycleWrites]
 """Per cycle, the writes of its one `PartitionStore.write`."""
+PackedCycles = list[PackedCycle]
+"""The same as the bench keeps them between the sides (`Packed`)."""
+
+
+def unpack(cycles: PackedCycles) -> Cycles:
+    return [cycle.unpack() for cycle in cycles]
 
 
 @dataclass(frozen=True)
@@ -276,14 +335,15 @@ class PassTimes:
 
 def _run_cycles(
     handler: LinkGraphHandler, store: PartitionStore, topic: str, values: list[object]
-) -> tuple[PassTimes, list[tuple[str | bytes | None, bytes]], Cycles]:
-    """Handle `values` in cycles as the loop does; returns CPU and wall seconds, the produced keys
-    and values (kept as they are: the loop drops each cycle's outputs once delivered) and every
-    cycle's writes. The pass's CPU is the process's from its start to its settled end less the
-    main thread's own bookkeeping between cycles: RocksDB's threads keep working while the bench
-    copies a cycle out, and that work is the pass's."""
-    outputs: list[tuple[str | bytes | None, bytes]] = []
-    cycles: Cycles = []
+) -> tuple[PassTimes, list[tuple[Packed, Packed]], PackedCycles]:
+    """Handle `values` in cycles as the loop does; returns CPU and wall seconds, each cycle's
+    produced keys and values and every cycle's writes, copied out (`Packed`: the link graph's
+    objects are freed with the cycle, as the loop frees them once it is written and delivered).
+    The pass's CPU is the process's from its start to its settled end less the main thread's own
+    bookkeeping between cycles: RocksDB's threads keep working while the bench copies a cycle
+    out, and that work is the pass's."""
+    outputs: list[tuple[Packed, Packed]] = []
+    cycles: PackedCycles = []
     bookkeeping = bookkeeping_wall = 0.0
     offset = 0
     started, started_wall = time.process_time(), time.perf_counter()
@@ -298,18 +358,27 @@ def _run_cycles(
         handler.on_tick(tick)
         store.write(top.writes, "changelog", offset)
         # The bench's own bookkeeping, off the clock: the produced values for the next pass and
-        # the cycle's records for the baseline.
+        # the cycle's records for the baseline, copied. Its references go before the clock runs
+        # again, so the cycle's objects are freed at the next cycle's start, on the clock.
         copying, copying_wall = time.thread_time(), time.perf_counter()
-        outputs.extend((o.key, o.value) for o in batch.outputs if o.value is not None)
+        produced = [(o.key, o.value) for o in batch.outputs if o.value is not None]
         for _, rows in batch.rows:
-            outputs.extend((key, value) for key, value, _ in rows if value is not None)
-        cycle = CycleWrites([], [], [])
+            produced.extend((key, value) for key, value, _ in rows if value is not None)
+        outputs.append(
+            (Packed(_as_bytes(key) for key, _ in produced), Packed(value for _, value in produced))
+        )
+        tables: list[str] = []
+        keys: list[bytes] = []
+        written: list[bytes | None] = []
         for table, writes in top.writes.items():
-            for key, value in writes.items():
-                cycle.append(table, key, value)
-        cycle.append(META_TABLE, CHANGELOG_TOPIC_KEY, b"changelog")
-        cycle.append(META_TABLE, CHANGELOG_OFFSET_KEY, str(offset).encode())
-        cycles.append(cycle)
+            tables.extend([table] * len(writes))
+            keys.extend(writes)
+            written.extend(writes.values())
+        tables.extend((META_TABLE, META_TABLE))
+        keys.extend((CHANGELOG_TOPIC_KEY, CHANGELOG_OFFSET_KEY))
+        written.extend((b"changelog", str(offset).encode()))
+        cycles.append(PackedCycle(tables, keys, written))
+        del produced, keys, written
         bookkeeping += time.thread_time() - copying
         bookkeeping_wall += time.perf_counter() - copying_wall
     settle(store.background_work, str(store.path))
@@ -318,9 +387,14 @@ def _run_cycles(
     return PassTimes(elapsed, wall), outputs, cycles
 
 
+def _as_bytes(key: str | bytes | None) -> bytes | None:
+    """A produced key as the consumer receives it."""
+    return key.encode() if isinstance(key, str) else key
+
+
 def linkgraph(
     batch_of_pages: list[PageLinks], path: Path
-) -> tuple[PassTimes, PassTimes, Cycles, Cycles]:
+) -> tuple[PassTimes, PassTimes, PackedCycles, PackedCycles]:
     handler = LinkGraphHandler(LinkGraphTopics("links", "links.by-target", 1))
     store = PartitionStore(path, handler.tables(), StoreOptions(StateSettings()))
     try:
@@ -328,7 +402,11 @@ def linkgraph(
             handler, store, "links", list(batch_of_pages)
         )
         # Decoding is the loop's work (as for the PageLinks), so it happens before the clock runs.
-        in_links: list[object] = [decode_in_link(value, key) for key, value in outputs]
+        in_links: list[object] = [
+            decode_in_link(value, key)
+            for keys, values in outputs
+            for key, value in zip(keys.unpack(), values.unpack(), strict=True)
+        ]
         del outputs
         gc.collect()
         gc.freeze()
@@ -347,14 +425,16 @@ def measure(root: Path, count: int, per_page: int, hosts: int) -> IngestResult:
     # The inputs stay alive throughout: keep the collector from re-scanning them on both sides;
     # and collect as a link-graph instance does once started (`streamcrawl.heap`).
     settle_heap()
-    forward, reverse, forward_cycles, reverse_cycles = linkgraph(generated, root / "linkgraph")
+    forward, reverse, forward_packed, reverse_packed = linkgraph(generated, root / "linkgraph")
     tables = LinkGraphHandler.tables()
+    forward_cycles, reverse_cycles = unpack(forward_packed), unpack(reverse_packed)
     bare_runs = [
         bare([forward_cycles, reverse_cycles], root / f"bare{n}", tables) for n in range(2)
     ]
+    del forward_cycles, reverse_cycles
     again_forward, again_reverse, *again = linkgraph(generated, root / "linkgraph-again")
     if [list(map(len, cycles)) for cycles in again] != [
-        list(map(len, cycles)) for cycles in (forward_cycles, reverse_cycles)
+        list(map(len, cycles)) for cycles in (forward_packed, reverse_packed)
     ]:
         raise RuntimeError("the link graph's second run stored other records than its first")
     del again
@@ -364,6 +444,7 @@ def measure(root: Path, count: int, per_page: int, hosts: int) -> IngestResult:
     bare_wall_s = mean(wall for _, wall in bare_runs)
     encode_forward_s = encode_forward(generated)
     del generated
+    forward_cycles, reverse_cycles = unpack(forward_packed), unpack(reverse_packed)
     kernel_forward_s, kernel_reverse_s = kernel(
         [(forward_cycles, count), (reverse_cycles, edges)], root / "kernel", tables
     )
