@@ -100,11 +100,6 @@ class CycleWrites:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def append(self, table: str, key: bytes, value: bytes | None) -> None:
-        self.tables.append(table)
-        self.keys.append(key)
-        self.values.append(value)
-
 
 class Packed:
     """Byte strings copied into one buffer: what the bench keeps of a cycle's records (and of its
