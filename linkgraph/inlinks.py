@@ -18,14 +18,14 @@ the reverse pass is one run). Per in-link, in arrival order:
   last, after everything that can fail, and written at the cycle's tick (`nodecache`).
 
 An in-link that fails (corrupt stored state, or a bug) is dead-lettered by the kernel with nothing
-of it written. The run's reverse and anchor writes are collected with their sources and put into
-the cycle's transaction at the end of the run (`_RunWrites`). The common case, a new in-link to a
-target the partition has never had, makes no read and encodes nothing, and such in-links are
-applied together, a list at a time (`_to_new_targets`): the rules above reduce to counting them
-per target, and `tests/unit/linkgraph/test_new_targets.py` checks that the state, the sources and
-the dead letters are those of applying them one by one. That is 7 % less of the reverse pass's
-handler CPU on the link-graph benchmark (in-process A/B against the one-by-one loop).
-"""
+of it written. The run's reverse writes (with their sources) and anchor writes (derived: no
+sources) are collected and put into the cycle's transaction at the end of the run (`_RunWrites`).
+The common case, a new in-link to a target the partition has never had, makes no read and encodes
+nothing, and such in-links are applied together, a list at a time (`_to_new_targets`): the rules
+above reduce to counting them per target, and `tests/unit/linkgraph/test_new_targets.py` checks
+that the state, the sources and the dead letters are those of applying them one by one. That is
+7 % less of the reverse pass's handler CPU on the link-graph benchmark (in-process A/B against
+the one-by-one loop)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,11 @@ class _RunWrites:
     """One table's writes of a run with their sources and size changes: first the entries it
     creates (`created`, keys none stored before: a new in-link's), then the others in order.
     A key's creation comes before its every other write in a run (a later in-link of the same
-    edge reads the created record back), so that order leaves each key as in-order writes do."""
+    edge reads the created record back), so that order leaves each key as in-order writes do.
+
+    A derived table's writes (`sourced` False: the anchors, `LinkGraphHandler.derived_tables`)
+    have no changelog records, so no sources: none are collected, and none go into the
+    transaction (200,000 a pass on the link-graph benchmark)."""
 
     __slots__ = (
         "created",
@@ -67,18 +71,20 @@ class _RunWrites:
         "entries",
         "keys",
         "size",
+        "sourced",
         "sources",
         "values",
         "written",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, sourced: bool) -> None:
+        self.sourced = sourced
         self.created: list[bytes] = []
         self.created_values: list[bytes] = []
         self.created_sources: list[str] = []
         """Key, value and source of each entry created, appended by `upsert_in_links` itself
         (three lists rather than a tuple each: no object for the collector per in-link); no
-        values at all: every value is empty (anchor entries)."""
+        values at all: every value is empty (anchor entries); no sources: not `sourced`."""
         self.keys: list[bytes] = []
         self.values: list[bytes | None] = []
         self.sources: list[str] = []
@@ -92,7 +98,8 @@ class _RunWrites:
         kept for the run's later in-links to read back."""
         self.keys.append(key)
         self.values.append(value)
-        self.sources.append(source)
+        if self.sourced:
+            self.sources.append(source)
         self.entries += entries
         self.size += size
         if value is not None:
@@ -104,22 +111,25 @@ class _RunWrites:
         written: list[bytes] = []
         if self.created:
             keys, values = self.created, self.created_values or [b""] * len(self.created)
-            transaction.put_many(table, keys, values, self.created_sources)
+            transaction.put_many(table, keys, values, self._sources(self.created_sources))
             stats.entries[table] += len(keys)
             stats.size[table] += sum(map(len, keys)) + sum(map(len, values))
             written = list(keys)
         if self.keys:
-            transaction.put_many(table, self.keys, self.values, self.sources)
+            transaction.put_many(table, self.keys, self.values, self._sources(self.sources))
             stats.entries[table] += self.entries
             stats.size[table] += self.size
             written.extend(self.keys)
         return written
 
+    def _sources(self, sources: list[str]) -> list[str] | None:
+        return sources if self.sourced else None
+
 
 def upsert_in_links(indexes: PartitionIndexes, batch: Batch, records: list[Record]) -> None:
     """Apply a run of in-links of `batch` (see the module docstring): those to new targets
     together (`_to_new_targets`), the others one by one (`_one_by_one`)."""
-    reverse, anchors = _RunWrites(), _RunWrites()
+    reverse, anchors = _RunWrites(sourced=True), _RunWrites(sourced=False)
     try:
         others = _to_new_targets(indexes, records, reverse, anchors)
     except UnicodeError:  # a URL with no UTF-8 form: its in-link fails on its own, one by one
@@ -180,7 +190,6 @@ def _to_new_targets(
     reverse.created_values.extend([link.record for link in links])  # type: ignore[misc]
     reverse.created_sources.extend(sources)
     anchors.created.extend(anchor_keys)
-    anchors.created_sources.extend([sources[i] for i in texts])
     indexes.cache.targets_changed.extend(made.values())
     indexes.cache.targets.update(made)
     return [record for record in records if record.value.to_url not in new]
@@ -190,9 +199,9 @@ def _new_targets(indexes: PartitionIndexes, records: list[Record]) -> set[str]:
     """The run's targets the partition has never had: neither cached nor kept, and the cache's
     filter rules a stored node out (one numpy call for them all, `KeyFilter.might_contain_many`)."""
     cache = indexes.cache
-    entries, targets = cache.entries, cache.targets
     urls = {record.value.to_url for record in records}
-    candidates = [url for url in urls if url not in entries and url not in targets]
+    # A set less a dict looks each URL up in C with the hash the set holds.
+    candidates = list(urls.difference(cache.entries).difference(cache.targets))
     stored = cache.stored.might_contain_many([url.encode() for url in candidates])
     return {url for url, maybe in zip(candidates, stored, strict=True) if not maybe}
 
@@ -209,13 +218,12 @@ def _one_by_one(
     transaction, cache = indexes.transaction, indexes.cache
     entries, targets, targets_changed = cache.entries, cache.targets, cache.targets_changed
     epoch, might_hold = cache.epoch, cache.in_links.might_contain  # see `nodecache`
-    written, created, created_values, created_sources, anchors_created, anchor_sources = (
+    written, created, created_values, created_sources, anchors_created = (
         reverse.written,
         reverse.created,
         reverse.created_values,
         reverse.created_sources,
         anchors.created,
-        anchors.created_sources,
     )
     for record in records:
         in_link: ReceivedInLink = record.value
@@ -257,7 +265,6 @@ def _one_by_one(
             if in_link.anchor_text and not in_link.gone:
                 anchor = f"{to_url}{SEPARATOR}{in_link.anchor_text}{SEPARATOR}{from_url}"
                 anchors_created.append(anchor.encode())  # anchor_key, its value empty
-                anchor_sources.append(source)
             created.append(key)
             created_values.append(encoded)
             created_sources.append(source)
