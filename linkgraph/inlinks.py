@@ -180,10 +180,10 @@ def _to_new_targets(
         target.in_total += 1
         target.in_live += 0 if link.gone else 1
         target.source = source
-    texts = [index for index, link in enumerate(links) if link.anchor_text and not link.gone]
     anchor_keys = [
-        f"{links[i].to_url}{SEPARATOR}{links[i].anchor_text}{SEPARATOR}{links[i].from_url}".encode()
-        for i in texts
+        f"{link.to_url}{SEPARATOR}{link.anchor_text}{SEPARATOR}{link.from_url}".encode()
+        for link in links
+        if link.anchor_text and not link.gone
     ]  # anchor_key, the entries' values empty
     # Nothing can fail from here on.
     reverse.created.extend(keys)
