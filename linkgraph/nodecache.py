@@ -101,6 +101,9 @@ class NewTarget:
     """The last message that changed it this cycle (its changelog header); None: unchanged."""
     written_size: int = 0
     """The length of its stored value (in the store or the cycle's transaction); 0: none."""
+    origin: bytes = b""
+    """Its host and domain as encoded JSON (`origin_fields`), set when it is first written: a
+    kept target written again (a site's navigation, every cycle) needs neither parsed again."""
     written: tuple[int, int, int, int] | None = None
     """The counts its stored value was made of (first seen at, in-links live, stored, epoch),
     taken before a cycle's first change (`changing`) and dropped once written; None: its counts
@@ -115,7 +118,7 @@ class NewTarget:
         if not self.written_size:
             return None
         written = self.written or (self.first_seen_at, self.in_live, self.in_total, self.in_epoch)
-        return new_target_value(self.url, origin_fields(origin_of(self.url)), *written)
+        return new_target_value(self.url, self.origin, *written)
 
 
 @dataclass(slots=True)
@@ -254,26 +257,29 @@ class NodeCache:
         values: list[bytes] = []
         sources: list[str] = []
         first: list[bytes] = []
-        entries = size = 0
+        size = 0
         targets = self.targets
         for target in self.targets_changed:
             source, target.source = target.source, None
-            url = target.url
-            written, target.written = target.written, None
-            if target.written_size:  # a new one went in at the end already
+            url, written_size = target.url, target.written_size
+            counts = (target.first_seen_at, target.in_live, target.in_total, target.in_epoch)
+            if written_size:  # kept: to the end of `targets` (a new one went in there already)
                 del targets[url]
                 targets[url] = target
-            counts = (target.first_seen_at, target.in_live, target.in_total, target.in_epoch)
-            if counts == written or source is None:  # unchanged (its changes undone)
-                continue
-            value = new_target_value(url, origin_fields(origin_of(url)), *counts)
-            key = url.encode()
-            if not target.written_size:
-                first.append(key)
-                entries += 1
-                size += len(key) + len(value)
+                written, target.written = target.written, None
+                if counts == written or source is None:  # unchanged (its changes undone)
+                    continue
+                value = new_target_value(url, target.origin, *counts)
+                key = url.encode()
+                size += len(value) - written_size
             else:
-                size += len(value) - target.written_size
+                if source is None:
+                    continue
+                target.origin = origin_fields(origin_of(url))
+                value = new_target_value(url, target.origin, *counts)
+                key = url.encode()
+                first.append(key)
+                size += len(key) + len(value)
             target.written_size = len(value)
             keys.append(key)
             values.append(value)
@@ -281,7 +287,7 @@ class NodeCache:
         self.targets_changed = []
         if keys:
             transaction.put_many(NODES, keys, values, sources)
-            stats.entries[NODES] += entries
+            stats.entries[NODES] += len(first)
             stats.size[NODES] += size
         if len(targets) > self._targets_limit:
             for url in list(targets)[: len(targets) - self._targets_limit * 3 // 4]:
