@@ -239,20 +239,15 @@ def _first_crawl(indexes: PartitionIndexes, links: PageLinks, prefix: str) -> bo
     """Every edge of a source with none stored, each target once: encoded straight from the
     message's fields, in one pass, for one bulk write. False (nothing done) when a target is
     listed twice: `_each_edge` then merges the duplicates."""
-    fetched_at, from_url = links.fetched_at, links.from_url
-    keys = [(prefix + edge.to_url).encode() for edge in links.edges]
+    fetched_at, from_url, edges = links.fetched_at, links.from_url, links.edges
+    keys = [(prefix + edge.to_url).encode() for edge in edges]
     if len(set(keys)) != len(keys):
         return False
-    rekeyed_keys, rekeyed_values = indexes.rekeyed_keys, indexes.rekeyed_values
-    targets = indexes.rekeyed_targets
-    values = []
-    for edge in links.edges:
-        encoded = new_edge_value(edge, fetched_at)
-        values.append(encoded)
-        to_url = edge.to_url
-        rekeyed_keys.append(f"{to_url}\t{from_url}")
-        rekeyed_values.append(encoded.replace(b"{", IN_LINK_START, 1))  # in_link_value
-        targets.append(to_url.encode())
+    values = [new_edge_value(edge, fetched_at) for edge in edges]
+    # The re-keyed edges: key (to TAB from), value (`in_link_value`) and target, as `rekey`'s.
+    indexes.rekeyed_keys.extend([f"{edge.to_url}\t{from_url}" for edge in edges])
+    indexes.rekeyed_values.extend([value.replace(b"{", IN_LINK_START, 1) for value in values])
+    indexes.rekeyed_targets.extend([edge.to_url.encode() for edge in edges])
     indexes.new_keys, indexes.new_values = keys, values
     return True
 
