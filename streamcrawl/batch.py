@@ -136,10 +136,10 @@ class BatchHandler(BaseHandler):
     It may also keep derived tables: tables whose every entry is a function of the entries of
     other tables (the link graph's anchor entries, one per live reverse record with a text). A
     derived table's writes go into the store's WriteBatch like any other but produce no changelog
-    record; restoring a partition rebuilds them from the records they derive from (`derive`),
-    and ignores any changelog record of a derived table (an older version may have written
-    some). Under compaction this holds because a derived table is a function of the latest
-    value of each key, which is what a compacted changelog keeps."""
+    record, so they need no source (None). Restoring a partition rebuilds them from the records
+    they derive from (`derive`), and ignores any changelog record of a derived table (an older
+    version may have written some). Under compaction this holds because a derived table is a
+    function of the latest value of each key, which is what a compacted changelog keeps."""
 
     derived_tables: frozenset[str] = frozenset()
 
