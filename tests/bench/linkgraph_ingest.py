@@ -8,16 +8,17 @@ pass (those values in) writes the reverse edges, the targets' anchor entries and
 
 Decoding is the loop's work, off the clock: each cycle's messages are decoded by the handler's own
 decoders (`LinkGraphHandler.inputs`) just before the cycle, as the loop decodes a cycle's messages
-right before its batch, and they are freed with it. Until session 29 every message of a pass was
-decoded before the pass began, and all of them stayed alive to its end: the handler then met each
-in-link long after it was made, out of the processor's caches, where the loop hands over objects
-it has just made, and none of them was ever freed on the clock, where the loop frees each cycle's.
-Measured in session 29 (12 rounds each, the same hour): the reverse pass went from 2.98 to 2.86
-CPU s (0.55 to 0.57 of its baseline), its in-links now met warm; the forward pass from 0.79 to
-0.94 (0.30 to 0.25): freeing each cycle's decoded pages costs about 0.06 s a pass, and the
-collector now scans them while they are young (0.01-0.03 s more in `handle_batch`), both the
-loop's work; RocksDB's background CPU is the same (0.20 s). Both passes: 0.51 (interval
-0.49-0.51) before, 0.49 (0.48-0.50) after.
+right before its batch, and freed on the clock once the cycle is written, as the loop frees them
+at the cycle's end. Until session 29 every message of a pass was decoded before the pass began,
+and all of them stayed alive to its end: the handler then met each in-link long after it was
+made, out of the processor's caches, where the loop hands over objects it has just made, and
+none of them was ever freed on the clock. Measured in session 29 (12 rounds each, the same
+hour): the reverse pass went from 0.55 to 0.57-0.59 of its baseline (2.98 to 2.80-2.81 CPU s),
+its in-links now met warm; the forward pass from 0.30 to 0.26 (0.79 to 0.89-0.90), freeing each
+cycle's 500 decoded pages being the loop's work too. Both passes: 0.51 (interval 0.49-0.51)
+before, 0.50 (0.48-0.51) and 0.51 (0.49-0.52) after. A first version freed a cycle's messages
+only after the next cycle's batch, so two cycles' decoded pages were alive in each batch for the
+collector to scan: 0.49 and 0.48 (intervals 0.48-0.50, 0.48-0.49).
 
 The baseline of each pass is bare rocksdict: it replays THE SAME RECORDS the pass stored, captured
 from the pass's own cycles (every forward, reverse, anchor and node record, the partition stats
@@ -374,10 +375,12 @@ def _run_cycles(
         tick = Context(partition=0, transaction=top)
         handler.on_tick(tick)
         store.write(top.writes, "changelog", offset)
+        records.clear()  # the cycle's decoded messages freed, as at the end of the loop's cycle
+        values.clear()
         # The bench's own bookkeeping, off the clock: the produced values for the next pass and
         # the cycle's records for the baseline, copied; then the next cycle's messages decoded.
-        # The cycle's references go before the clock runs again, so its objects are freed at
-        # the next cycle's start, on the clock.
+        # The cycle's other references go before the clock runs again, so its writes are freed
+        # at the next cycle's start, on the clock.
         copying, copying_wall = time.thread_time(), time.perf_counter()
         produced = [(o.key, o.value) for o in batch.outputs if o.value is not None]
         for _, rows in batch.rows:
