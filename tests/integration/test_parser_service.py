@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Message
 
 from schemas import links, urls
 from schemas.deadletter import DeadLetter
@@ -83,8 +84,10 @@ def test_pages_become_edges_discovered_urls_and_reports(parser_process: Deployme
     assert meta is not None and meta.title == "Docs" and meta.status == 200 and not meta.nofollow
 
     url_reader = TopicReader(deployment.bootstrap, deployment.topic("urls"))
+    # A page's batches are keyed by their host and its report by the page, so they may sit on
+    # different partitions and a report may be read before the batches it counts.
     url_reader.read_until(
-        lambda ms: sum(b'"parse_report"' in m.value() for m in ms) >= 2, 60, "two reports"
+        lambda ms: _reports_and_their_batches(ms, 2), 60, "two reports and their batches"
     )
     discovered = [decode(urls.URLS_MESSAGE, m.value()) for m in url_reader.messages]
     reports = {d.page_url: d for d in discovered if isinstance(d, urls.ParseReport)}
@@ -98,3 +101,11 @@ def test_pages_become_edges_discovered_urls_and_reports(parser_process: Deployme
     dead.read_until(lambda ms: len(ms) >= 1, 30, "the poison page")
     letter = decode(DeadLetter, dead.messages[0].value())
     assert letter.stage == "parser" and "envelope" in letter.error
+
+
+def _reports_and_their_batches(messages: list[Message], reports: int) -> bool:
+    """At least `reports` parse reports read, and as many batches as they count."""
+    discovered = [decode(urls.URLS_MESSAGE, m.value()) for m in messages]
+    read = [d for d in discovered if isinstance(d, urls.ParseReport)]
+    batches = sum(isinstance(d, urls.DiscoveredUrls) for d in discovered)
+    return len(read) >= reports and batches >= sum(r.discovered_messages for r in read)
