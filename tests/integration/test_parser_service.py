@@ -84,8 +84,8 @@ def test_pages_become_edges_discovered_urls_and_reports(parser_process: Deployme
     assert meta is not None and meta.title == "Docs" and meta.status == 200 and not meta.nofollow
 
     url_reader = TopicReader(deployment.bootstrap, deployment.topic("urls"))
-    # A page's batches are keyed by their host and its report by the page, so they may sit on
-    # different partitions and a report may be read before the batches it counts.
+    # A page's batches are keyed by their targets' host and its report by the page's host, so
+    # they may sit on different partitions and a report may be read before the batches it counts.
     url_reader.read_until(
         lambda ms: _reports_and_their_batches(ms, 2), 60, "two reports and their batches"
     )
