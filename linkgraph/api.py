@@ -8,7 +8,8 @@ Global, answered by the ranker's latest result (any instance proxies to the lead
   GET /v1/graph/orphans[?crawl_id=C] | /v1/graph/domains | /v1/graph/farms | /v1/graph/syndication
   GET /v1/graph/important | /v1/graph/ranking (the latest ranking's summary)
   POST /v1/graph/rank (rank now, on demand; answers with the summary)
-  GET /v1/graph/export[?what=vertices] (CSV edge or vertex list, `linkgraph.export`; any instance)
+  GET /v1/graph/export[?what=vertices] (CSV edge or vertex list, `linkgraph.export`, streamed,
+  its rows in `EXPORT_ROWS_HEADER`; any instance)
 Errors are {"error": "..."} with 4xx/5xx. A forwarded request carries `FORWARDED_HEADER`, and an
 instance that receives one for a key it does not own answers 503 instead of forwarding again.
 """
@@ -29,6 +30,7 @@ from linkgraph.exceptions import QueryError
 from linkgraph.queries import AnchorQuery, Direction, EdgeQuery, NodeQuery, Query
 from linkgraph.routing import Router
 from schemas.canonical import canonical_url
+from streamcrawl.graph_cli import EXPORT_CHUNK_BYTES, EXPORT_ROWS_HEADER
 
 FORWARDED_HEADER = "X-Streamcrawl-Forwarded"
 QUERY_TIMEOUT_S = 30.0
@@ -172,14 +174,23 @@ class GraphApi:
         return await self._to_ranker(request)
 
     async def _export(self, request: web.Request) -> web.StreamResponse:
+        """The export written to a scratch file, then streamed from it a chunk at a time: the
+        answer is bounded by disk, as the export is, not by this instance's memory."""
         if self._exporter is None:
             return _error(404, "export is not configured on this instance")
         vertices = request.query.get("what") == "vertices"
         with tempfile.TemporaryDirectory(prefix="linkgraph-api-export-") as scratch:
             path = Path(scratch) / "export.csv"
-            await asyncio.to_thread(self._exporter, path, vertices)
-            body = await asyncio.to_thread(path.read_bytes)
-        return web.Response(body=body, content_type="text/csv", charset="utf-8")
+            rows = await asyncio.to_thread(self._exporter, path, vertices)
+            response = web.StreamResponse(headers={EXPORT_ROWS_HEADER: str(rows)})
+            response.content_type, response.charset = "text/csv", "utf-8"
+            response.content_length = path.stat().st_size
+            await response.prepare(request)
+            with path.open("rb") as handle:
+                while chunk := await asyncio.to_thread(handle.read, EXPORT_CHUNK_BYTES):
+                    await response.write(chunk)
+            await response.write_eof()
+        return response
 
     async def _to_ranker(self, request: web.Request) -> web.Response:
         if FORWARDED_HEADER in request.headers:

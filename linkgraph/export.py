@@ -6,8 +6,15 @@ partitions other instances own. Records are de-duplicated through a temporary Ro
 an export is bounded by disk, not memory. Edge columns follow GraphFrames' names: ``src``,
 ``dst``, then seed 002's edge fields (``rel`` space-separated); a record the link graph would
 dead-letter (`wire.decode_in_link` refuses it) is left out and counted in the log. The vertex list
-has ``id``, ``host``, ``registered_domain``. Load with
-``spark.read.csv(path, header=True, multiLine=True, escape='"')``.
+has ``id``, ``host``, ``registered_domain``. Load them with Spark's CSV reader, typed by the
+schemas here::
+
+    spark.read.csv(path, header=True, multiLine=True, escape='"', schema=EDGE_SCHEMA)
+
+``multiLine`` because a text may hold a line break, ``escape`` because a quote inside a value is
+doubled. Records end with LF alone: a file of CR LF records makes Spark's reader fold a CR LF
+inside a value into LF. Spark reads an empty text (no anchor, no ``rel``) as null.
+`tests/integration/test_export_in_spark.py` loads both files in Spark and checks every field.
 """
 
 from __future__ import annotations
@@ -39,6 +46,12 @@ EDGE_COLUMNS = (
     "gone",
 )
 VERTEX_COLUMNS = ("id", "host", "registered_domain")
+EDGE_SCHEMA = (
+    "src STRING, dst STRING, anchor_text STRING, context_window STRING, link_type STRING,"
+    " position STRING, rel STRING, discovered_at BIGINT, last_seen_at BIGINT, gone BOOLEAN"
+)
+"""The edge list's columns as Spark's DDL (the module docstring)."""
+VERTEX_SCHEMA = "id STRING, host STRING, registered_domain STRING"
 
 log = logging.getLogger(__name__)
 
@@ -78,20 +91,26 @@ def read_latest(config: dict[str, Any], topic: str, store: Rdict) -> int:
 
 
 def write_export(config: dict[str, Any], topic: str, out: Path, vertices: bool) -> int:
-    """Write the edge (or vertex) CSV to `out`; returns the number of rows."""
+    """Write the edge (or vertex) CSV of `topic` to `out`; returns the number of rows."""
     with tempfile.TemporaryDirectory(prefix="linkgraph-export-") as scratch:
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         store = Rdict(str(Path(scratch) / "edges"), options=options)
         try:
             read_latest(config, topic, store)
-            with out.open("w", newline="", encoding="utf-8") as handle:
-                writer = csv.writer(handle)
-                if vertices:
-                    return _vertices(store, writer, Path(scratch))
-                return _edges(store, writer)
+            return write_csv(store, out, vertices, Path(scratch))
         finally:
             store.close()
+
+
+def write_csv(store: Rdict, out: Path, vertices: bool, scratch: Path) -> int:
+    """Write the edge (or vertex) CSV of the `links.by-target` records in `store` to `out`,
+    `scratch` a directory for the vertices' de-duplication; returns the number of rows."""
+    with out.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        if vertices:
+            return _vertices(store, writer, scratch)
+        return _edges(store, writer)
 
 
 def _edges(store: Rdict, writer: Any) -> int:

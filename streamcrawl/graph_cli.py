@@ -10,7 +10,9 @@ names) into a file.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import shutil
 import sys
 import urllib.error
 import urllib.parse
@@ -30,6 +32,11 @@ from streamcrawl.topics import topic_name
 LINKGRAPH_ROLE = "linkgraph"
 MEMBERS_TIMEOUT_S = 15.0
 REQUEST_TIMEOUT_S = 120.0
+EXPORT_TIMEOUT_S = 3600.0
+"""An export answers once the instance has read all of `links.by-target`: minutes on a big graph."""
+EXPORT_ROWS_HEADER = "X-Streamcrawl-Rows"
+"""An export's rows, sent by the API (a text may hold a line break: its lines do not count them)."""
+EXPORT_CHUNK_BYTES = 1 << 20
 KEYED = ("out", "in", "anchors", "node")
 GLOBAL = ("top", "orphans", "domains", "farms", "syndication", "important", "ranking")
 
@@ -66,29 +73,52 @@ def graph_api_address(settings: Settings, timeout_s: float = MEMBERS_TIMEOUT_S) 
 
 
 def call_any(
-    addresses: list[str], path: str, params: dict[str, str], method: str = "GET"
+    addresses: list[str],
+    path: str,
+    params: dict[str, str],
+    method: str = "GET",
+    into: Path | None = None,
 ) -> tuple[int, bytes]:
     """`call` on the first address that answers: a member that died a moment ago is still listed
     as live for a few heartbeats."""
     failure: GraphApiError | None = None
     for address in addresses:
         try:
-            return call(address, path, params, method)
+            return call(address, path, params, method, into)
         except GraphApiError as error:
             failure = error
     raise failure or GraphApiError("no linkgraph address to call")
 
 
-def call(address: str, path: str, params: dict[str, str], method: str = "GET") -> tuple[int, bytes]:
+def call(
+    address: str,
+    path: str,
+    params: dict[str, str],
+    method: str = "GET",
+    into: Path | None = None,
+) -> tuple[int, bytes]:
+    """The answer's status and body. With `into` (an export), a successful answer's body goes
+    into that file a chunk at a time, never whole in memory, and its rows header comes back in
+    the body's place (an answer cut short is the address's failure: the next one rewrites it)."""
     query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
     url = f"http://{address}{path}" + (f"?{query}" if query else "")
     request = urllib.request.Request(url, method=method)
+    timeout = REQUEST_TIMEOUT_S if into is None else EXPORT_TIMEOUT_S
     try:
-        with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as answer:
-            return int(answer.status), bytes(answer.read())
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            if into is None:
+                return int(answer.status), bytes(answer.read())
+            with into.open("wb") as handle:
+                shutil.copyfileobj(answer, handle, EXPORT_CHUNK_BYTES)
+            return int(answer.status), answer.headers.get(EXPORT_ROWS_HEADER, "").encode()
     except urllib.error.HTTPError as error:
         return int(error.code), bytes(error.read())
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+    except (
+        urllib.error.URLError,
+        http.client.HTTPException,  # an answer cut short
+        TimeoutError,
+        ConnectionError,
+    ) as error:
         raise GraphApiError(f"graph API at {address} did not answer: {error}") from error
 
 
@@ -166,13 +196,11 @@ def cmd_graph(args: argparse.Namespace, settings: Settings) -> int:
 
 def _export(addresses: list[str], out: Path, vertices: bool) -> int:
     params = {"what": "vertices"} if vertices else {}
-    status, body = call_any(addresses, "/v1/graph/export", params)
+    status, body = call_any(addresses, "/v1/graph/export", params, into=out)
     if status >= 400:
         sys.stderr.write(f"streamcrawl: export failed ({status}): {body[:500]!r}\n")
         return 1
-    out.write_bytes(body)
-    rows = max(0, body.count(b"\n") - 1)
-    sys.stdout.write(f"{rows} {'vertices' if vertices else 'edges'} written to {out}\n")
+    sys.stdout.write(f"{body.decode()} {'vertices' if vertices else 'edges'} written to {out}\n")
     return 0
 
 

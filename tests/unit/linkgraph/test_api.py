@@ -4,8 +4,10 @@ the leading ranker, proxied by the others; errors as {"error": ...} with 4xx/5xx
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -19,6 +21,8 @@ from linkgraph.routing import RANKER_ROLE, Router
 from schemas import members
 from schemas.base import now_millis
 from schemas.partitioning import partition_for_key
+from streamcrawl import graph_cli
+from streamcrawl.graph_cli import EXPORT_CHUNK_BYTES, call_any
 
 LINKS = "links"
 
@@ -180,5 +184,39 @@ async def test_no_owner_and_no_ranker_are_503() -> None:
         assert status == 503 and "ranker" in answer["error"]
         status, _ = await get(address, "/v1/graph/export")
         assert status == 404
+    finally:
+        await server.close()
+
+
+async def test_an_export_is_streamed_into_the_file_with_its_rows_in_a_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bigger than a chunk on both sides; its texts hold line breaks, so only the header's row
+    count is right (the file's lines are more)."""
+    row = 'https://a.example/,https://b.example/,"two\nlines",' + "x" * 200 + "\n"
+    asked: list[bool] = []
+
+    def exporter(path: Path, vertices: bool) -> int:
+        asked.append(vertices)
+        rows = 3 * EXPORT_CHUNK_BYTES // len(row)
+        path.write_text("src,dst,anchor_text,context_window\n" + row * rows, encoding="utf-8")
+        return rows
+
+    api = GraphApi(Owner("a", {0}), Router(dict, LINKS, 2), None, exporter)
+    server = TestServer(api.app())
+    await server.start_server()
+    address = f"{server.host}:{server.port}"
+    try:
+        edges, vertices = tmp_path / "edges.csv", tmp_path / "vertices.csv"
+        status, rows = await asyncio.to_thread(
+            call_any, [address], "/v1/graph/export", {}, into=edges
+        )
+        written = edges.read_text(encoding="utf-8")
+        assert (status, int(rows)) == (200, written.count(row))
+        assert written.count("\n") == 2 * int(rows) + 1
+        assert len(edges.read_bytes()) > 3 * EXPORT_CHUNK_BYTES - len(row)
+        assert await asyncio.to_thread(graph_cli._export, [address], vertices, True) == 0
+        assert f"{rows.decode()} vertices written to {vertices}" in capsys.readouterr().out
+        assert vertices.read_bytes() == edges.read_bytes() and asked == [False, True]
     finally:
         await server.close()
