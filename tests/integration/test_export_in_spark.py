@@ -1,8 +1,9 @@
-"""The edge and vertex exports loaded by Apache Spark (pyspark 3.5 or 4, a local JVM bound to 127.0.0.1),
-read exactly as `linkgraph.export` tells a user to: every row and every typed field of a generated
-graph comes back, texts that break naive CSV included; the vertex list covers every edge's ends,
-as GraphFrames requires; and Spark's in-degrees are the graph's. No broker: the export's rows come
-from `links.by-target` records put into a RocksDB, as `write_export` puts what it reads."""
+"""The edge and vertex exports loaded by Apache Spark (pyspark 3.5 or 4, a local JVM bound to
+127.0.0.1), read exactly as `linkgraph.export` tells a user to: every row and every typed field of
+a generated graph comes back, texts that break naive CSV included; the vertex list covers every
+edge's ends, as GraphFrames requires; and Spark's in-degrees are the graph's. No broker: the
+export's rows come from `links.by-target` records put into a RocksDB, as `write_export` puts what
+it reads."""
 
 from __future__ import annotations
 
