@@ -98,8 +98,8 @@ def call(
     into: Path | None = None,
 ) -> tuple[int, bytes]:
     """The answer's status and body. With `into` (an export), a successful answer's body goes
-    into that file a chunk at a time, never whole in memory, and its rows header comes back in
-    the body's place (an answer cut short is the address's failure: the next one rewrites it)."""
+    into that file, never whole in memory (`_stream_into`), and its rows header comes back in the
+    body's place; an answer cut short is the address's failure."""
     query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
     url = f"http://{address}{path}" + (f"?{query}" if query else "")
     request = urllib.request.Request(url, method=method)
@@ -108,8 +108,7 @@ def call(
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             if into is None:
                 return int(answer.status), bytes(answer.read())
-            with into.open("wb") as handle:
-                shutil.copyfileobj(answer, handle, EXPORT_CHUNK_BYTES)
+            _stream_into(answer, into)
             return int(answer.status), answer.headers.get(EXPORT_ROWS_HEADER, "").encode()
     except urllib.error.HTTPError as error:
         return int(error.code), bytes(error.read())
@@ -120,6 +119,21 @@ def call(
         ConnectionError,
     ) as error:
         raise GraphApiError(f"graph API at {address} did not answer: {error}") from error
+
+
+def _stream_into(answer: http.client.HTTPResponse, into: Path) -> None:
+    """`answer`'s body into `into` a chunk at a time, through a `.part` file renamed once the
+    whole body is there; an `IncompleteRead` when it is not, `into` left as it was."""
+    part = into.with_name(f"{into.name}.part")
+    try:
+        with part.open("wb") as handle:
+            shutil.copyfileobj(answer, handle, EXPORT_CHUNK_BYTES)
+        if answer.length:  # announced, never sent: http.client reads on as if at the end
+            raise http.client.IncompleteRead(b"", answer.length)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    part.replace(into)
 
 
 def add_graph_command(commands: Any) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from linkgraph.api import FORWARDED_HEADER, GraphApi
@@ -220,3 +221,30 @@ async def test_an_export_is_streamed_into_the_file_with_its_rows_in_a_header(
         assert vertices.read_bytes() == edges.read_bytes() and asked == [False, True]
     finally:
         await server.close()
+
+
+async def test_an_export_cut_short_fails_and_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    async def cut_short(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        response.content_length = 10 * EXPORT_CHUNK_BYTES
+        await response.prepare(request)
+        await response.write(b"src,dst\n" + b"x" * EXPORT_CHUNK_BYTES)
+        assert request.transport is not None
+        request.transport.close()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/v1/graph/export", cut_short)
+    server = TestServer(app)
+    await server.start_server()
+    edges = tmp_path / "edges.csv"
+    edges.write_text("an earlier export\n")
+    try:
+        with pytest.raises(graph_cli.GraphApiError, match="did not answer"):
+            await asyncio.to_thread(
+                call_any, [f"{server.host}:{server.port}"], "/v1/graph/export", {}, into=edges
+            )
+    finally:
+        await server.close()
+    assert edges.read_text() == "an earlier export\n"
+    assert list(tmp_path.iterdir()) == [edges]
