@@ -33,25 +33,26 @@ from schemas.canonical import host_key, registered_domain
 from schemas.exceptions import DecodeError
 from streamcrawl.kafka import check_consumer_error, watermarks
 
-EDGE_COLUMNS = (
-    "src",
-    "dst",
-    "anchor_text",
-    "context_window",
-    "link_type",
-    "position",
-    "rel",
-    "discovered_at",
-    "last_seen_at",
-    "gone",
-)
-VERTEX_COLUMNS = ("id", "host", "registered_domain")
-EDGE_SCHEMA = (
-    "src STRING, dst STRING, anchor_text STRING, context_window STRING, link_type STRING,"
-    " position STRING, rel STRING, discovered_at BIGINT, last_seen_at BIGINT, gone BOOLEAN"
-)
-"""The edge list's columns as Spark's DDL (the module docstring)."""
-VERTEX_SCHEMA = "id STRING, host STRING, registered_domain STRING"
+EDGE_TYPES = {
+    "src": "STRING",
+    "dst": "STRING",
+    "anchor_text": "STRING",
+    "context_window": "STRING",
+    "link_type": "STRING",
+    "position": "STRING",
+    "rel": "STRING",
+    "discovered_at": "BIGINT",
+    "last_seen_at": "BIGINT",
+    "gone": "BOOLEAN",
+}
+"""The edge list's columns in order, each with its Spark SQL type."""
+VERTEX_TYPES = {"id": "STRING", "host": "STRING", "registered_domain": "STRING"}
+EDGE_COLUMNS = tuple(EDGE_TYPES)
+VERTEX_COLUMNS = tuple(VERTEX_TYPES)
+EDGE_SCHEMA = ", ".join(f"{column} {kind}" for column, kind in EDGE_TYPES.items())
+"""The edge list's columns as Spark's DDL, for its reader (the module docstring): Spark takes
+the columns by position, so the schema is made from the same list as the header."""
+VERTEX_SCHEMA = ", ".join(f"{column} {kind}" for column, kind in VERTEX_TYPES.items())
 
 log = logging.getLogger(__name__)
 
