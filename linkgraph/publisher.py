@@ -66,7 +66,7 @@ class ScorePublisher:
                 partition = partition_of[host_code] = partition_for_key(
                     hosts[host_code].encode(), self._partitions
                 )
-            url = urls[node]
+            url = urls.url(node)
             value = orjson.dumps(
                 {
                     "v": SCHEMA_VERSION,

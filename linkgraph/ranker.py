@@ -29,7 +29,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from linkgraph import metrics
 from linkgraph.analyses import AnalysisParameters
 from linkgraph.exceptions import LinkGraphError, QueryError
-from linkgraph.graph import CompactGraph
+from linkgraph.graph import CompactGraph, OutLinks
 from linkgraph.pagerank import RankParameters
 from linkgraph.publisher import ScorePublisher, changed_scores
 from linkgraph.ranking import Ranking, build_ranking
@@ -74,7 +74,7 @@ class LinkReader:
         return not self._targets
 
     def read(self, graph: CompactGraph, timeout_s: float) -> int:
-        applied = 0
+        records: list[OutLinks] = []
         for message in self._consumer.consume(READ_BATCH, timeout_s):
             error = message.error()
             if error is not None:
@@ -90,9 +90,9 @@ class LinkReader:
                 self.undecodable += 1  # the linkgraph group dead-letters it; the ranker skips it
                 log.warning("ranker skips an undecodable links record: %s", problem)
                 continue
-            graph.add(links)
-            applied += 1
-        return applied
+            records.append(OutLinks.of(links))
+        graph.add_all(records)
+        return len(records)
 
     def close(self) -> None:
         self._consumer.close()

@@ -29,6 +29,7 @@ from linkgraph.pagerank import (
     teleport_vector,
     transition,
 )
+from linkgraph.urltable import UrlTable
 
 MAX_LIMIT = 10_000
 MAX_PATTERN_CHARS = 500
@@ -39,7 +40,8 @@ PERSONALISED_CACHE = 32
 class Ranking:
     number: int
     computed_at: int
-    urls: list[str]
+    urls: UrlTable
+    """The graph's, which only grows: ids below `graph.nodes` are this ranking's."""
     hosts: list[str]
     domains: list[str]
     crawls: list[str]
@@ -91,7 +93,7 @@ class Ranking:
             if crawl_id:  # those whose newest fetch was in this crawl
                 code = self.crawl_code(crawl_id)
                 found = found[self.graph.source_crawl[found] == (code if code is not None else -2)]
-            return [{"url": self.urls[i], "score": float(self.scores[i])} for i in found[:limit]]
+            return self._pages(found[:limit], self.scores)
         links = self._cached("domain_links", lambda: analyses.domain_links(self.graph))
         if view == "domains":
             return analyses.domain_graph(links, self.domains, limit)
@@ -158,7 +160,7 @@ class Ranking:
             compiled = re.compile(pattern)
         except re.error as error:
             raise QueryError(f"pattern does not compile: {error}") from error
-        urls = self.urls[: self.graph.nodes]
+        urls = self.urls.urls(range(self.graph.nodes))
         return np.array([i for i, u in enumerate(urls) if compiled.search(u)], dtype=np.int64)
 
     def _all_seeds(self) -> npt.NDArray[np.int64]:
@@ -178,10 +180,16 @@ class Ranking:
     def _pages(
         self, nodes: npt.NDArray[np.int64], scores: npt.NDArray[np.float64]
     ) -> list[dict[str, Any]]:
-        return [{"url": self.urls[i], "score": float(scores[i])} for i in nodes]
+        chosen = nodes.tolist()
+        urls = self.urls.urls(chosen)
+        return [{"url": u, "score": float(scores[i])} for u, i in zip(urls, chosen, strict=True)]
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _present(ids: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
+    return ids[ids >= 0].astype(np.int64)
 
 
 def _limit(params: Mapping[str, str], default: int) -> int:
@@ -213,10 +221,7 @@ def build_ranking(
     built = time.perf_counter()
     outcome = pagerank(step, parameters, start=start)
     iterated = time.perf_counter()
-    seed_ids = {
-        crawl_id: np.array([graph.ids[u] for u in urls if u in graph.ids], dtype=np.int64)
-        for crawl_id, urls in seeds.items()
-    }
+    seed_ids = {crawl_id: _present(graph.find(urls)) for crawl_id, urls in seeds.items()}
     return Ranking(
         number=number,
         computed_at=computed_at,

@@ -23,10 +23,10 @@ import numpy as np
 import numpy.typing as npt
 from confluent_kafka import Consumer
 
-from linkgraph.graph import FOLLOWED, KINDS, CompactGraph
+from linkgraph.graph import FOLLOWED, KINDS, CompactGraph, OutLinks
 from linkgraph.pagerank import distinct
 from linkgraph.publisher import ScorePublisher
-from linkgraph.ranker import Ranker, RankerConfig
+from linkgraph.ranker import READ_BATCH, Ranker, RankerConfig
 from streamcrawl.clock import SystemClock
 
 SEED = 6
@@ -71,19 +71,26 @@ def build_compact_graph(
     src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64], kind: npt.NDArray[np.int8], hosts: int
 ) -> CompactGraph:
     """The graph as the ranker holds it after reading these edges' PageLinks (built through
-    `add_links`, what `add` calls per PageLinks, minus the pydantic objects)."""
+    `add_all`, as the ranker's reader does, minus the pydantic objects)."""
     graph = CompactGraph()
     bounds = np.flatnonzero(np.diff(src)) + 1
+    records: list[OutLinks] = []
     for chunk_src, chunk_dst, chunk_kind in zip(
         np.split(src, bounds), np.split(dst, bounds), np.split(kind, bounds), strict=True
     ):
-        graph.add_links(
-            url(int(chunk_src[0]), hosts),
-            1,
-            "bench",
-            [url(d, hosts) for d in chunk_dst.tolist()],
-            [KINDS[k] for k in chunk_kind.tolist()],
+        records.append(
+            OutLinks(
+                url(int(chunk_src[0]), hosts),
+                1,
+                "bench",
+                [url(d, hosts) for d in chunk_dst.tolist()],
+                [KINDS[k] for k in chunk_kind.tolist()],
+            )
         )
+        if len(records) == READ_BATCH:
+            graph.add_all(records)
+            records = []
+    graph.add_all(records)
     return graph
 
 
@@ -114,7 +121,7 @@ def ours(
     peak = rss_kib("VmHWM")
     ranking = ranker.ranking
     assert ranking is not None
-    ids = np.array([graph.ids.get(url(n, hosts), -1) for n in range(nodes)])
+    ids = graph.find([url(n, hosts) for n in range(nodes)]).astype(np.int64)
     scores = np.where(ids >= 0, ranking.scores[np.maximum(ids, 0)], 0.0)
     np.save(out, scores)
     election.close()

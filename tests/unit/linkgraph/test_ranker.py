@@ -151,7 +151,9 @@ class RecordingPublisher(ScorePublisher):
         self.published: list[dict[str, float]] = []
 
     def publish(self, ranking: Ranking, nodes: npt.NDArray[np.int64]) -> int:
-        self.published.append({ranking.urls[n]: float(ranking.scores[n]) for n in nodes.tolist()})
+        self.published.append(
+            {ranking.urls.url(n): float(ranking.scores[n]) for n in nodes.tolist()}
+        )
         return int(nodes.size)
 
     def close(self) -> None:
@@ -299,7 +301,7 @@ def test_a_second_ranking_publishes_only_the_scores_that_moved_more_than_the_rat
     assert second is not None
     moved = {
         url: abs(second.scores[node] - first[url]) / first[url]
-        for node, url in enumerate(second.urls)
+        for node, url in enumerate(second.urls.urls(range(second.graph.nodes)))
     }
     assert set(publisher.published[1]) == {
         url for url, ratio in moved.items() if ratio > CHANGE_RATIO

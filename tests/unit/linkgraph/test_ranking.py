@@ -52,11 +52,10 @@ def test_newest_fetch_wins_parts_add_up_and_late_older_fetches_are_ignored() -> 
     graph.add(links("https://a.example/", ["https://a.example/4"], at=2, part=0, parts=2))
     graph.add(links("https://a.example/", ["https://a.example/4"], at=2, part=0, parts=2))
     assert not graph.add(links("https://a.example/", ["https://a.example/1"], at=1))
-    source = graph.sources[graph.ids["https://a.example/"]]
-    assert sorted(graph.urls[t] for t in source.targets) == [
-        "https://a.example/3",
-        "https://a.example/4",
-    ]
+    arrays = graph.arrays()
+    source = graph.find(["https://a.example/"])[0]
+    targets = arrays.dst[arrays.src == source].tolist()
+    assert sorted(graph.urls.urls(targets)) == ["https://a.example/3", "https://a.example/4"]
 
 
 def test_orphans_are_crawled_pages_without_internal_in_links_seeds_excepted() -> None:
