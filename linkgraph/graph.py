@@ -116,6 +116,23 @@ class CompactGraph:
     def host_of(self, node: int) -> str:
         return self.hosts[self._host_of[node]]
 
+    def held_bytes(self) -> int:
+        """Bytes of the graph's arrays and URL table: all but the host, domain and crawl tables,
+        which grow with hosts, not pages."""
+        arrays = (
+            self._host_of,
+            self._fetched_at,
+            self._crawl,
+            self._generation,
+            self._out,
+            self._dst,
+            self._kind,
+            self._run_source,
+            self._run_generation,
+            self._run_length,
+        )
+        return self.urls.held_bytes() + sum(a.itemsize * len(a) for a in arrays)
+
     @property
     def edge_count(self) -> int:
         """Out-links of the newest fetches (a target repeated across records counted again)."""

@@ -20,6 +20,10 @@ RANKING_SECONDS = Histogram(
 RANKING_ITERATIONS = Gauge(
     "streamcrawl_linkgraph_ranking_iterations", "Power iterations of the latest ranking"
 )
+RANKER_GRAPH_BYTES = Gauge(
+    "streamcrawl_linkgraph_ranker_graph_bytes",
+    "Bytes the ranker's compact graph holds in arrays (URLs included), at the latest ranking",
+)
 SCORES_PUBLISHED = Counter(
     "streamcrawl_linkgraph_scores_published", "Page scores published to `scores`"
 )

@@ -255,6 +255,7 @@ class Ranker:
         self._ranking = ranking
         metrics.RANKING_SECONDS.observe(ranking.seconds)
         metrics.RANKING_ITERATIONS.set(ranking.outcome.iterations)
+        metrics.RANKER_GRAPH_BYTES.set(graph.held_bytes())
         log.info(
             "ranking %d: %d nodes, %d iterations, %d scores published in %.2fs",
             ranking.number,

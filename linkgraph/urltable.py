@@ -39,6 +39,10 @@ def fingerprints(urls: list[str]) -> npt.NDArray[np.uint64]:
     return np.frombuffer(joined, dtype=np.uint64).reshape(len(urls), 2)
 
 
+def _array_bytes(values: array[int]) -> int:
+    return values.itemsize * len(values)
+
+
 class UrlTable:
     def __init__(self) -> None:
         self._blob = bytearray()
@@ -56,6 +60,14 @@ class UrlTable:
     def urls(self, nodes: Iterable[int]) -> list[str]:
         blob, offsets = self._blob, self._offsets
         return [blob[offsets[n] : offsets[n + 1]].decode("utf-8") for n in nodes]
+
+    def held_bytes(self) -> int:
+        return (
+            len(self._blob)
+            + _array_bytes(self._offsets)
+            + _array_bytes(self._fingerprints)
+            + self._slots.nbytes
+        )
 
     def find(self, urls: list[str]) -> npt.NDArray[np.int32]:
         """The id of each URL, EMPTY for those not in the table."""

@@ -370,6 +370,11 @@ def linkgraph_row() -> list[Panel]:
             "Ranking iterations",
             [target("max(streamcrawl_linkgraph_ranking_iterations)", "iterations")],
         ),
+        timeseries(
+            "Ranker graph memory",
+            [target("max(streamcrawl_linkgraph_ranker_graph_bytes)", "held")],
+            "bytes",
+        ),
     ]
 
 

@@ -225,6 +225,12 @@ def report(ours: dict[str, Any], theirs: dict[str, Any], ranking: dict[str, floa
         print(f"{name:<48}{side_result['seconds']:>10.2f}{before:>10.0f}MB{peak:>8.0f}MB")
     phases = ", ".join(f"{name} {seconds:.2f}s" for name, seconds in ours["phases"].items())
     print(f"ranker phases: {phases}")
+    held = ours["graph_bytes"]
+    print(
+        f"ranker graph held in arrays: {held / 2**20:.0f} MB, {held / ours['nodes']:.0f} bytes a "
+        f"node or {held / ours['edges']:.1f} an edge, URLs included (the ranking's snapshot and "
+        "matrix come on top, inside the peak)"
+    )
     print(f"speed-up: {theirs['seconds'] / ours['seconds']:.2f}x (target >= 2x)")
     print(
         f"same ranking: top-{TOP} overlap {ranking['top_overlap']:.3f}, "

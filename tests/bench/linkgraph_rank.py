@@ -135,6 +135,7 @@ def ours(
         "iterations": summary["iterations"],
         "published": summary["published"],
         "phases": summary["phases"],
+        "graph_bytes": graph.held_bytes(),
     }
 
 

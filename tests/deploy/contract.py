@@ -82,6 +82,7 @@ SERVICE: dict[str, list[Family]] = {
         _family("streamcrawl_linkgraph_index_bytes", "gauge", "index"),
         _family("streamcrawl_linkgraph_ranking_duration_seconds", "histogram"),
         _family("streamcrawl_linkgraph_ranking_iterations", "gauge"),
+        _family("streamcrawl_linkgraph_ranker_graph_bytes", "gauge"),
         _family("streamcrawl_linkgraph_scores_published_total", "counter"),
     ],
     "storage": [

@@ -515,6 +515,7 @@ def check_metrics(deployment: Deployment, pages: list[PageLinks]) -> None:
     for index in ("forward", "reverse", "anchors", "nodes"):
         assert found[f'streamcrawl_linkgraph_index_bytes{{index="{index}"}}'] > 0
     assert found["streamcrawl_linkgraph_ranking_iterations"] >= 1
+    assert found["streamcrawl_linkgraph_ranker_graph_bytes"] > 0
     assert found["streamcrawl_linkgraph_ranking_duration_seconds_count"] >= 1
     assert found["streamcrawl_linkgraph_scores_published_total"] >= 1
 
