@@ -11,6 +11,7 @@ the previous vector (new pages get the teleport share), which usually halves the
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,8 @@ from scipy import sparse
 from linkgraph.exceptions import QueryError
 
 Vector = npt.NDArray[np.float64]
+SOURCE_HALF = 0 if sys.byteorder == "little" else 1
+"""Which int32 of a link's int64 key (target << 32 | source) holds the source."""
 
 
 @dataclass(frozen=True)
@@ -60,16 +63,37 @@ def distinct(values: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np
     return ordered[starts], counts
 
 
-def transition(src: npt.NDArray[np.int32], dst: npt.NDArray[np.int32], nodes: int) -> Transition:
+def transition(
+    src: npt.NDArray[Any],
+    dst: npt.NDArray[Any],
+    nodes: int,
+    chosen: npt.NDArray[np.bool_] | None = None,
+) -> Transition:
+    """M over the links from `src` to `dst` (those `chosen`, when given), built straight in CSR
+    order: one int64 key per link, target above source, sorted in place, repeats dropped. Its
+    peak is about 17 bytes a link beyond the inputs; the matrix keeps 12 (index and weight)."""
     keep = src != dst
-    src, dst = src[keep], dst[keep]
-    # One edge per (from, to): a pair's second copy would double its weight.
-    pairs, _ = distinct(src.astype(np.int64) * max(nodes, 1) + dst)
-    src = (pairs // max(nodes, 1)).astype(np.int32)
-    dst = (pairs % max(nodes, 1)).astype(np.int32)
-    degree = np.bincount(src, minlength=nodes).astype(np.float64)
-    weights = 1.0 / degree[src]
-    matrix = sparse.csr_array((weights, (dst, src)), shape=(nodes, nodes))
+    if chosen is not None:
+        keep &= chosen
+    keys = dst[keep].astype(np.int64)
+    keys <<= 32
+    keys |= src[keep]
+    del keep
+    keys.sort()
+    if keys.size:
+        first = np.empty(keys.size, dtype=np.bool_)
+        first[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=first[1:])
+        keys = keys[first]  # one edge per (from, to): a second copy would double its weight
+        del first
+    index = np.int32 if keys.size < np.iinfo(np.int32).max else np.int64
+    sources = keys.view(np.int32)[SOURCE_HALF::2].astype(index)
+    indptr = np.searchsorted(keys, np.arange(nodes + 1, dtype=np.int64) << 32).astype(index)
+    del keys
+    degree = np.bincount(sources, minlength=nodes).astype(np.float64)
+    weights = degree[sources]
+    np.reciprocal(weights, out=weights)
+    matrix = sparse.csr_array((weights, sources, indptr), shape=(nodes, nodes))
     return Transition(matrix, degree == 0)
 
 

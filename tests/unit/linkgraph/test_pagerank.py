@@ -117,6 +117,28 @@ def test_duplicate_and_self_links_do_not_count() -> None:
     assert step.dangling.tolist() == [False, False, True]
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_matrix_is_one_over_out_degree_per_distinct_chosen_link(seed: int) -> None:
+    nodes = 400
+    src, dst = random_graph(seed, nodes, 6000)
+    chosen = np.random.default_rng(seed).random(src.size) < 0.8
+    step = transition(src, dst, nodes, chosen)
+    links = {
+        (s, d)
+        for s, d, c in zip(src.tolist(), dst.tolist(), chosen.tolist(), strict=True)
+        if c and s != d
+    }
+    degree = np.zeros(nodes)
+    for s, _ in links:
+        degree[s] += 1
+    expected = np.zeros((nodes, nodes))
+    for s, d in links:
+        expected[d, s] = 1.0 / degree[s]
+    assert step.matrix.has_canonical_format and step.matrix.nnz == len(links)
+    assert np.array_equal(step.matrix.toarray(), expected)
+    assert np.array_equal(step.dangling, degree == 0)
+
+
 def test_stops_at_max_iterations_when_not_converged() -> None:
     nodes = 300
     src, dst = random_graph(1, nodes, 1500)
