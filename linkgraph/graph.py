@@ -235,21 +235,23 @@ class CompactGraph:
         """Drop the runs of replaced fetches."""
         sources, lengths, live = self._runs()
         kept = np.repeat(live, lengths)
-        self._dst = array("i", _copy(self._dst, np.int32)[kept].tobytes())
-        self._kind = array("b", _copy(self._kind, np.int8)[kept].tobytes())
-        self._run_source = array("i", sources[live].tobytes())
-        self._run_generation = array("i", _copy(self._run_generation, np.int32)[live].tobytes())
-        self._run_length = array("i", lengths[live].tobytes())
+        self._dst = _array("i", _taken(self._dst, np.int32, kept))
+        self._kind = _array("b", _taken(self._kind, np.int8, kept))
+        self._run_source = _array("i", sources[live])
+        self._run_generation = _array("i", _taken(self._run_generation, np.int32, live))
+        self._run_length = _array("i", lengths[live])
         self._stale = 0
 
     def arrays(self) -> EdgeArrays:
         sources, lengths, live = self._runs()
-        src = np.repeat(sources, lengths)
-        dst = _copy(self._dst, np.int32)
-        kind = _copy(self._kind, np.int8)
         if self._stale:
             kept = np.repeat(live, lengths)
-            src, dst, kind = src[kept], dst[kept], kind[kept]
+            src = np.repeat(sources[live], lengths[live])
+            dst, kind = _taken(self._dst, np.int32, kept), _taken(self._kind, np.int8, kept)
+            del kept
+        else:
+            src = np.repeat(sources, lengths)
+            dst, kind = _copy(self._dst, np.int32), _copy(self._kind, np.int8)
         if self._repeating:
             first = _first_of_each_link(src, dst, np.fromiter(self._repeating, dtype=np.int32))
             src, dst, kind = src[first], dst[first], kind[first]
@@ -269,6 +271,18 @@ class CompactGraph:
 def _copy(values: array[int], dtype: type[np.generic]) -> npt.NDArray[Any]:
     """A numpy copy of an array module array (a view would pin its buffer: it could not grow)."""
     return np.frombuffer(values, dtype=dtype).copy() if values else np.zeros(0, dtype)
+
+
+def _array(typecode: str, values: npt.NDArray[Any]) -> array[int]:
+    """An array module array of `values`, of the matching dtype."""
+    return array(typecode, values.tobytes())
+
+
+def _taken(
+    values: array[int], dtype: type[np.generic], kept: npt.NDArray[np.bool_]
+) -> npt.NDArray[Any]:
+    """A numpy copy of the entries `kept` (through a view dropped on return)."""
+    return np.frombuffer(values, dtype=dtype)[kept] if values else np.zeros(0, dtype)
 
 
 def _first_of_each_link(
