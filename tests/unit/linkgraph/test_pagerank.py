@@ -24,6 +24,19 @@ def random_graph(
     return src, dst.astype(np.int32)
 
 
+def dense_transition(
+    links: set[tuple[int, int]], nodes: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """M[to, from] = 1 / out-degree(from), link by link; and the out-degrees."""
+    degree = np.zeros(nodes)
+    for s, _ in links:
+        degree[s] += 1
+    matrix = np.zeros((nodes, nodes))
+    for s, d in links:
+        matrix[d, s] = 1.0 / degree[s]
+    return matrix, degree
+
+
 def exact(
     src: npt.NDArray[np.int32],
     dst: npt.NDArray[np.int32],
@@ -33,13 +46,9 @@ def exact(
 ) -> npt.NDArray[np.float64]:
     """Solve x = d (M + t 1_dangling^T) x + (1 - d) t directly."""
     t = teleport if teleport is not None else np.full(nodes, 1.0 / nodes)
-    pairs = {(int(s), int(d)) for s, d in zip(src, dst, strict=True) if s != d}
-    degree = np.zeros(nodes)
-    for s, _ in pairs:
-        degree[s] += 1
-    matrix = np.zeros((nodes, nodes))
-    for s, d in pairs:
-        matrix[d, s] = 1.0 / degree[s]
+    matrix, degree = dense_transition(
+        {(int(s), int(d)) for s, d in zip(src, dst, strict=True) if s != d}, nodes
+    )
     matrix[:, degree == 0] = t[:, None]
     return np.linalg.solve(np.eye(nodes) - damping * matrix, (1 - damping) * t)
 
@@ -128,12 +137,7 @@ def test_the_matrix_is_one_over_out_degree_per_distinct_chosen_link(seed: int) -
         for s, d, c in zip(src.tolist(), dst.tolist(), chosen.tolist(), strict=True)
         if c and s != d
     }
-    degree = np.zeros(nodes)
-    for s, _ in links:
-        degree[s] += 1
-    expected = np.zeros((nodes, nodes))
-    for s, d in links:
-        expected[d, s] = 1.0 / degree[s]
+    expected, degree = dense_transition(links, nodes)
     assert step.matrix.has_canonical_format and step.matrix.nnz == len(links)
     assert np.array_equal(step.matrix.toarray(), expected)
     assert np.array_equal(step.dangling, degree == 0)
