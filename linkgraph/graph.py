@@ -292,7 +292,9 @@ def _first_of_each_link(
     keep = np.ones(src.size, dtype=np.bool_)
     candidates = np.flatnonzero(np.isin(src, repeating))
     pairs = (src[candidates].astype(np.int64) << 32) | dst[candidates].astype(np.int64)
-    first = np.unique(pairs, return_index=True)[1]
-    keep[candidates] = False
-    keep[candidates[first]] = True
+    order = np.argsort(pairs, kind="stable")  # not np.unique: see `pagerank.distinct`
+    ordered = pairs[order]
+    repeat = np.zeros(ordered.size, dtype=np.bool_)
+    np.equal(ordered[1:], ordered[:-1], out=repeat[1:])
+    keep[candidates[order[repeat]]] = False
     return keep
