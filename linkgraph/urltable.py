@@ -44,6 +44,9 @@ def _array_bytes(values: array[int]) -> int:
 
 
 class UrlTable:
+    """Written by one thread (the ranker's); `url` and `urls` may be called from any, since ids
+    and offsets only ever grow."""
+
     def __init__(self) -> None:
         self._blob = bytearray()
         self._offsets = array("q", [0])
