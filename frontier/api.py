@@ -56,7 +56,13 @@ from pydantic.alias_generators import to_camel
 from frontier.config import CrawlDirectory, ProgressView
 from schemas import seeds
 from schemas.crawls import CrawlStatus
-from schemas.seeds import CrawlCommand, CrawlId, CrawlRequest
+from schemas.seeds import (
+    CONTENT_TYPE_ALIASES,
+    CrawlCommand,
+    CrawlId,
+    CrawlRequest,
+    expand_content_types,
+)
 from schemas.serde import PART_HEADROOM_BYTES, encode
 from streamcrawl.exceptions import StreamcrawlError
 
@@ -112,10 +118,6 @@ SEED_004_NAMES = {
     "contentType": "content_types",
 }
 """Seed 004's names that are not the camelCase of a CrawlRequest field."""
-CONTENT_TYPE_ALIASES = {
-    "html": ("text/html", "application/xhtml+xml"),
-    "any": ("*/*",),
-}
 _SHOWN_AS = {"seeds": "seedUrls"}
 """How an error names a field the client did not send (a missing seed list)."""
 
@@ -180,24 +182,6 @@ def crawl_request_from(payload: object) -> CrawlRequest | list[FieldError]:
         )
         return errors
     return errors or request
-
-
-def expand_content_types(value: object) -> tuple[object, str | None]:
-    """Aliases replaced by their media types; a bare word that is no alias is a problem."""
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list):
-        return value, None  # pydantic reports the wrong type
-    expanded: list[object] = []
-    for item in items:
-        if isinstance(item, str) and "/" not in item:
-            alias = CONTENT_TYPE_ALIASES.get(item.strip().lower())
-            if alias is None:
-                known = ", ".join(CONTENT_TYPE_ALIASES)
-                return value, f"{item[:100]!r} is neither a media type nor one of: {known}"
-            expanded.extend(alias)
-        else:
-            expanded.append(item)
-    return expanded, None
 
 
 def _client_path(loc: Sequence[int | str], where: Mapping[str, str]) -> str | None:

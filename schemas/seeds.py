@@ -34,6 +34,13 @@ SameDomain = Literal["host", "registered_domain", "any"]
 PriorityStrategy = Literal["bfs", "score", "pagerank", "novelty"]
 
 
+CONTENT_TYPE_ALIASES = {
+    "html": ("text/html", "application/xhtml+xml"),
+    "any": ("*/*",),
+}
+"""Words that stand for media types where a user gives content types (the API, the CLI)."""
+
+
 def new_crawl_id() -> str:
     return uuid.uuid4().hex
 
@@ -67,6 +74,24 @@ def _check_pattern(pattern: str | None) -> str | None:
         # pydantic would let them escape `decode` and stop the partition instead of dead-lettering.
         raise ValueError(f"pattern does not compile: {error}") from error
     return pattern
+
+
+def expand_content_types(value: object) -> tuple[object, str | None]:
+    """Aliases replaced by their media types; a bare word that is no alias is a problem."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list):
+        return value, None  # pydantic reports the wrong type
+    expanded: list[object] = []
+    for item in items:
+        if isinstance(item, str) and "/" not in item:
+            alias = CONTENT_TYPE_ALIASES.get(item.strip().lower())
+            if alias is None:
+                known = ", ".join(CONTENT_TYPE_ALIASES)
+                return value, f"{item[:100]!r} is neither a media type nor one of: {known}"
+            expanded.extend(alias)
+        else:
+            expanded.append(item)
+    return expanded, None
 
 
 class CrawlRequest(InboundModel):

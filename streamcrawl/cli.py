@@ -102,16 +102,28 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     kafka = commands.add_parser("kafka", help="the local Apache Kafka broker (no Docker)")
-    kafka.add_argument("action", choices=["start", "stop", "status", "jars"])
-    kafka.add_argument("--data-dir", default=str(DEFAULT_BROKER_DIR))
+    kafka.add_argument(
+        "action",
+        choices=["start", "stop", "status", "jars"],
+        help="start or stop the broker, say whether it runs, or only fetch its jars (Maven)",
+    )
+    kafka.add_argument(
+        "--data-dir",
+        default=str(DEFAULT_BROKER_DIR),
+        help="the broker's data and logs (default: %(default)s)",
+    )
     kafka.set_defaults(run=cmd_kafka)
 
     topics = commands.add_parser("topics", help="create the registry's topics or check drift")
-    topics.add_argument("action", choices=["create", "check"])
+    topics.add_argument(
+        "action",
+        choices=["create", "check"],
+        help="create the missing topics, or report those whose settings drifted",
+    )
     topics.set_defaults(run=cmd_topics)
 
     status = commands.add_parser("status", help="broker, topics and running services")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(run=cmd_status)
 
     crawl_cli.add_commands(commands)  # seed, crawl

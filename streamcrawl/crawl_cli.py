@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, get_args
 
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 from rich.console import Console
 
 from schemas import seeds
-from schemas.seeds import CrawlRequest
+from schemas.seeds import (
+    CONTENT_TYPE_ALIASES,
+    CrawlRequest,
+    PriorityStrategy,
+    SameDomain,
+    expand_content_types,
+)
 from schemas.serde import encode
 from streamcrawl.apis import ServiceDirectory
 from streamcrawl.console import say
+from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.kafka import KafkaProducer
 from streamcrawl.settings import Settings
 from streamcrawl.summary import gather_summary, summary_lines
@@ -19,56 +28,213 @@ from streamcrawl.topics import topic_name
 from streamcrawl.watch import CrawlWatcher, OutcomeTally
 
 
+class CrawlRequestError(StreamcrawlError):
+    """The command line does not make a valid crawl request; says which options and why."""
+
+
 def add_commands(commands: Any) -> None:
     """`seed` and `crawl` on the CLI's subcommands."""
     seed = commands.add_parser("seed", help="publish a crawl request; prints the crawl id")
-    seed.add_argument("urls", nargs="+")
     add_crawl_options(seed)
     seed.set_defaults(run=cmd_seed)
 
     crawl = commands.add_parser("crawl", help="publish a crawl request and follow it until done")
-    crawl.add_argument("urls", nargs="+")
     add_crawl_options(crawl)
+    add_follow_option(crawl)
     crawl.set_defaults(run=cmd_crawl)
 
 
-def add_crawl_options(
-    command: argparse.ArgumentParser, max_depth: int = 2, delay_ms: int = 1000
-) -> None:
-    command.add_argument("--max-depth", type=int, default=max_depth)
-    command.add_argument("--max-links", type=int, default=-1)
+OPTIONS = {
+    "crawl_id": "--crawl-id",
+    "max_depth": "--max-depth",
+    "max_links": "--max-links",
+    "max_pages_per_host": "--max-pages-per-host",
+    "max_duration_ms": "--max-duration-s",
+    "same_domain": "--same-domain",
+    "domain_whitelist": "--domain",
+    "include_pattern": "--include",
+    "exclude_pattern": "--exclude",
+    "politeness_delay_ms": "--delay-ms",
+    "max_retries": "--max-retries",
+    "max_redirects": "--max-redirects",
+    "recrawl_interval_hours": "--recrawl-hours",
+    "content_types": "--content-type",
+    "priority": "--priority",
+    "scope_score_threshold": "--scope-threshold",
+}
+"""The option that sets each CrawlRequest field (errors name the option, not the field)."""
+
+
+def _default(field: str) -> object:
+    return CrawlRequest.model_fields[field].default
+
+
+def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = True) -> None:
+    """A crawl request's options, defaulting to CrawlRequest's (seed documents 000 and 004; a
+    command may set others with `set_defaults`). Without `seeds_given` (the demo) no seed URLs
+    are taken: the command has its own."""
+    if seeds_given:
+        command.add_argument("urls", nargs="+", metavar="URL", help="seed URLs (http or https)")
     command.add_argument(
-        "--same-domain", choices=["host", "registered_domain", "any"], default="host"
+        "--crawl-id", metavar="ID", help="the crawl's id (default: a new random one)"
     )
-    command.add_argument("--include")
-    command.add_argument("--exclude")
-    command.add_argument("--delay-ms", type=int, default=delay_ms)
-    command.add_argument("--max-retries", type=int, default=3)
-    command.add_argument(
-        "--priority", choices=["bfs", "score", "pagerank", "novelty"], default="bfs"
+    scope = command.add_argument_group("scope")
+    scope.add_argument(
+        "--max-depth",
+        type=int,
+        metavar="N",
+        default=_default("max_depth"),
+        help="links followed from a seed, -1 for no limit (default: %(default)s)",
     )
-    command.add_argument("--ignore-robots", action="store_true")
+    scope.add_argument(
+        "--same-domain",
+        choices=get_args(SameDomain),
+        default=_default("same_domain"),
+        help="what discovered URLs may leave the seeds for: nothing beyond their hosts, their "
+        "registered domains (example.co.uk), or any site (default: %(default)s)",
+    )
+    scope.add_argument(
+        "--domain",
+        action="append",
+        metavar="DOMAIN",
+        help="also admit hosts equal to or under DOMAIN (repeatable)",
+    )
+    scope.add_argument("--include", metavar="REGEX", help="admit only URLs it matches (anywhere)")
+    scope.add_argument("--exclude", metavar="REGEX", help="never admit URLs it matches")
+    scope.add_argument(
+        "--scope-threshold",
+        type=float,
+        metavar="SCORE",
+        help="admit only URLs whose scope score (domain affinity x depth factor, 0-1) reaches "
+        "SCORE",
+    )
+    scope.add_argument(
+        "--follow-nofollow", action="store_true", help="follow links marked rel=nofollow too"
+    )
+    scope.add_argument(
+        "--sitemaps", action="store_true", help="admit the URLs of sitemaps robots.txt lists"
+    )
+    limits = command.add_argument_group("limits")
+    limits.add_argument(
+        "--max-links",
+        type=int,
+        metavar="N",
+        help="most distinct URLs the crawl fetches, -1 for no limit (the default)",
+    )
+    limits.add_argument(
+        "--max-pages-per-host", type=int, metavar="N", help="most pages admitted per host"
+    )
+    limits.add_argument(
+        "--max-duration-s",
+        type=float,
+        metavar="S",
+        help="the crawl ends after this long; its queued URLs are dropped",
+    )
+    fetching = command.add_argument_group("fetching")
+    fetching.add_argument(
+        "--delay-ms",
+        type=int,
+        metavar="MS",
+        default=_default("politeness_delay_ms"),
+        help="politeness delay between two requests to one host (default: %(default)s); "
+        "a longer robots.txt Crawl-delay wins",
+    )
+    fetching.add_argument(
+        "--ignore-robots", action="store_true", help="fetch what robots.txt disallows"
+    )
+    fetching.add_argument(
+        "--max-retries",
+        type=int,
+        metavar="N",
+        help=f"retries of a failed fetch (default: {_default('max_retries')})",
+    )
+    fetching.add_argument(
+        "--max-redirects",
+        type=int,
+        metavar="N",
+        help=f"redirects followed from one URL (default: {_default('max_redirects')})",
+    )
+    fetching.add_argument(
+        "--content-type",
+        action="append",
+        metavar="TYPE",
+        help="a media type to keep, or an alias: "
+        + ", ".join(CONTENT_TYPE_ALIASES)
+        + " (repeatable; default: html)",
+    )
+    fetching.add_argument(
+        "--recrawl-hours",
+        type=float,
+        metavar="H",
+        help="fetch each page again this long after its last fetch (conditionally)",
+    )
+    fetching.add_argument(
+        "--priority",
+        choices=get_args(PriorityStrategy),
+        default=_default("priority"),
+        help="the order of each host's queue: breadth first, seed score (in-links, authority, "
+        "depth), PageRank, or novelty (fewer in-links first) (default: %(default)s)",
+    )
+
+
+def add_follow_option(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--timeout-s",
         type=float,
-        default=None,
+        metavar="S",
         help="stop following after this long (the crawl goes on)",
     )
 
 
 def crawl_request(args: argparse.Namespace) -> CrawlRequest:
-    return CrawlRequest(
-        seeds=args.urls,
-        max_depth=args.max_depth,
-        max_links=args.max_links,
-        same_domain=args.same_domain,
-        include_pattern=args.include,
-        exclude_pattern=args.exclude,
-        politeness_delay_ms=args.delay_ms,
-        max_retries=args.max_retries,
-        priority=args.priority,
-        respect_robots=not args.ignore_robots,
-    )
+    """The request the options describe; `CrawlRequestError` naming each bad option."""
+    fields: dict[str, object] = {
+        "seeds": args.urls,
+        "max_depth": args.max_depth,
+        "same_domain": args.same_domain,
+        "politeness_delay_ms": args.delay_ms,
+        "priority": args.priority,
+        "respect_robots": not args.ignore_robots,
+        "use_sitemaps": args.sitemaps,
+        "follow_nofollow": args.follow_nofollow,
+    }
+    duration_s = args.max_duration_s
+    given = {
+        "crawl_id": args.crawl_id,
+        "max_links": args.max_links,
+        "max_pages_per_host": args.max_pages_per_host,
+        "max_duration_ms": None if duration_s is None else round(duration_s * 1000),
+        "domain_whitelist": args.domain,
+        "include_pattern": args.include,
+        "exclude_pattern": args.exclude,
+        "max_retries": args.max_retries,
+        "max_redirects": args.max_redirects,
+        "recrawl_interval_hours": args.recrawl_hours,
+        "scope_score_threshold": args.scope_threshold,
+    }
+    fields.update({name: value for name, value in given.items() if value is not None})
+    problems: list[str] = []
+    if args.content_type:
+        fields["content_types"], problem = expand_content_types(args.content_type)
+        if problem is not None:
+            problems.append(f"--content-type: {problem}")
+    try:
+        request = CrawlRequest.model_validate(fields)
+    except ValidationError as error:
+        problems.extend(_problem(item) for item in error.errors())
+    if problems:
+        raise CrawlRequestError("not a valid crawl request:\n  " + "\n  ".join(problems))
+    return request
+
+
+def _problem(error: ErrorDetails) -> str:
+    """One validation error, named by its option (`OPTIONS`; seed URLs as such)."""
+    field = str(error["loc"][0]) if error["loc"] else ""
+    where = "seed URL" if field == "seeds" else OPTIONS.get(field, field)
+    message = error["msg"].removeprefix("Value error, ")
+    if field == "max_duration_ms":  # the limit's own unit, not the option's
+        message = "must be a positive number of seconds"
+    return f"{where}: {message}"
 
 
 def publish_request(settings: Settings, request: CrawlRequest) -> None:

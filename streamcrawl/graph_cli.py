@@ -18,9 +18,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from schemas import members
+from schemas.links import LinkPosition, LinkType
 from schemas.serde import decode
 from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.kafka import table_consumer_config
@@ -136,35 +137,72 @@ def _stream_into(answer: http.client.HTTPResponse, into: Path) -> None:
     part.replace(into)
 
 
+KEYED_HELP = {
+    "out": "out-links of a URL: the pages it links to",
+    "in": "in-links of a URL: the pages linking to it",
+    "anchors": "anchor texts of the links to a URL, with counts",
+    "node": "a URL's node: host, domain, first seen, crawled, degrees",
+}
+GLOBAL_HELP = {
+    "top": "top pages by PageRank (global, per host, per crawl, or personalised)",
+    "orphans": "crawled pages no internal link reaches (seeds excepted)",
+    "domains": "the domain-level graph: links between registered domains, counted",
+    "farms": "domains sending over 90%% of their out-links to one other domain",
+    "syndication": "pairs of domains linking heavily both ways",
+    "important": "pages whose PageRank is above the mean plus two standard deviations",
+    "ranking": "the latest ranking's summary (when, its graph, iterations, residual)",
+}
+
+
 def add_graph_command(commands: Any) -> None:
     """Register `graph` and its queries on the CLI's subparsers."""
     graph = commands.add_parser("graph", help="query the link graph (out, in, anchors, top, ...)")
     graph.set_defaults(run=cmd_graph)
-    queries = graph.add_subparsers(dest="graph_command", required=True)
+    queries = graph.add_subparsers(dest="graph_command", required=True, metavar="QUERY")
     for name in KEYED:
-        query = queries.add_parser(name, help=f"{name} of one URL")
-        query.add_argument("url")
+        query = queries.add_parser(name, help=KEYED_HELP[name])
+        query.add_argument("url", metavar="URL", help="the page's URL (canonicalised)")
+        if name == "anchors":
+            query.add_argument(
+                "--limit", type=int, metavar="N", help="at most N texts (default: 1000)"
+            )
         if name in ("out", "in"):
-            query.add_argument("--limit", type=int)
-            query.add_argument("--cursor")
-            query.add_argument("--link-type", dest="link_type")
-            query.add_argument("--position")
+            query.add_argument(
+                "--limit", type=int, metavar="N", help="edges per answer (default: 100)"
+            )
+            query.add_argument(
+                "--cursor", help="go on from a previous answer (its `more: --cursor ...`)"
+            )
+            query.add_argument(
+                "--link-type", dest="link_type", choices=get_args(LinkType), help="only these"
+            )
+            query.add_argument("--position", choices=get_args(LinkPosition), help="only these")
             query.add_argument("--live", action="store_true", help="leave out gone edges")
         _common(query)
     for name in GLOBAL:
-        query = queries.add_parser(name, help=f"the ranker's {name}")
-        query.add_argument("--limit", type=int)
+        query = queries.add_parser(name, help=GLOBAL_HELP[name])
+        default = 1000 if name == "domains" else 100
+        query.add_argument(
+            "--limit", type=int, metavar="N", help=f"at most N rows (default: {default})"
+        )
         if name in ("top", "orphans"):
-            query.add_argument("--crawl-id", dest="crawl_id")
+            query.add_argument(
+                "--crawl-id", dest="crawl_id", metavar="ID", help="only this crawl's pages"
+            )
         if name == "top":
-            query.add_argument("--host")
-            query.add_argument("--teleport", choices=("seeds", "pattern"))
-            query.add_argument("--pattern")
+            query.add_argument("--host", help="only this host's pages")
+            query.add_argument(
+                "--teleport",
+                choices=("seeds", "pattern"),
+                help="personalised PageRank: teleport to the seeds (of --crawl-id, else of every "
+                "crawl) or to the pages --pattern matches",
+            )
+            query.add_argument("--pattern", metavar="REGEX", help="with --teleport pattern")
         _common(query)
     rank = queries.add_parser("rank", help="rank now and print the ranking's summary")
     _common(rank)
     export = queries.add_parser("export", help="write the edge list (CSV) for Spark GraphFrames")
-    export.add_argument("--out", type=Path, required=True)
+    export.add_argument("--out", type=Path, required=True, metavar="FILE", help="the CSV file")
     export.add_argument("--vertices", action="store_true", help="the vertex list instead")
     _common(export)
 

@@ -48,15 +48,23 @@ class ApiUnreachableError(StreamcrawlError):
 def add_commands(commands: Any) -> None:
     """Register `page` and `storage` on the CLI's subparsers."""
     page = commands.add_parser("page", help="a stored page's body and metadata, or its history")
-    page.add_argument("url")
-    page.add_argument("--history", action="store_true")
-    page.add_argument("--json", action="store_true")
+    page.add_argument("url", metavar="URL", help="the page's URL")
+    page.add_argument(
+        "--history", action="store_true", help="its stored versions, not its newest body"
+    )
+    page.add_argument(
+        "--json", action="store_true", help="print metadata and body as one JSON document"
+    )
     page.set_defaults(run=cmd_page)
     storage = commands.add_parser("storage", help="export a crawl's WARC, verify the storage root")
-    storage.add_argument("action", choices=["export", "verify"])
-    storage.add_argument("crawl_id", nargs="?")
-    storage.add_argument("-o", "--output")
-    storage.add_argument("--json", action="store_true")
+    storage.add_argument(
+        "action",
+        choices=["export", "verify"],
+        help="write a crawl's pages as one WARC file, or re-check every stored digest",
+    )
+    storage.add_argument("crawl_id", nargs="?", metavar="CRAWL_ID", help="the crawl to export")
+    storage.add_argument("-o", "--output", metavar="FILE", help="the exported WARC file")
+    storage.add_argument("--json", action="store_true", help="print the report as JSON")
     storage.set_defaults(run=cmd_storage)
 
 

@@ -11,7 +11,12 @@ from typing import Any
 
 from streamcrawl.broker import LocalBroker
 from streamcrawl.console import say
-from streamcrawl.crawl_cli import add_crawl_options, crawl_request, submit_and_follow
+from streamcrawl.crawl_cli import (
+    add_crawl_options,
+    add_follow_option,
+    crawl_request,
+    submit_and_follow,
+)
 from streamcrawl.demo import demo_site
 from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.settings import Settings
@@ -30,18 +35,34 @@ def add_commands(commands: Any) -> None:
     """`up` and `demo` on the CLI's subcommands."""
     up = commands.add_parser("up", help="broker (unless configured), topics and every service")
     add_stack_options(up)
-    up.add_argument("--allow-private-networks", action="store_true")
+    up.add_argument(
+        "--allow-private-networks",
+        action="store_true",
+        help="let the fetchers reach loopback and private (RFC 1918) addresses",
+    )
     up.set_defaults(run=cmd_up)
 
     demo = commands.add_parser("demo", help="crawl a local demo site end to end, then stop")
     add_stack_options(demo)
-    add_crawl_options(demo, max_depth=3, delay_ms=100)
+    add_crawl_options(demo, seeds_given=False)
+    add_follow_option(demo)
+    demo.set_defaults(max_depth=3, delay_ms=100)
     demo.set_defaults(run=cmd_demo)
 
 
 def add_stack_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--data-dir", default=str(DEFAULT_BROKER_DIR))
-    command.add_argument("--scale", action="append", default=[], metavar="ROLE=N")
+    command.add_argument(
+        "--data-dir",
+        default=str(DEFAULT_BROKER_DIR),
+        help="the local broker's data, when one is started (default: %(default)s)",
+    )
+    command.add_argument(
+        "--scale",
+        action="append",
+        default=[],
+        metavar="ROLE=N",
+        help=f"run N instances of ROLE, one of {', '.join(ROLES)} (repeatable; default: one each)",
+    )
 
 
 def ensure_broker(settings: Settings, data_dir: Path) -> LocalBroker | None:
