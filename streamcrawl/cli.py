@@ -28,6 +28,21 @@ from streamcrawl.up_cli import DEFAULT_BROKER_DIR
 DESCRIPTION = """A web crawler built as Kafka streaming services. Every command reads the same
 settings as the services (STREAMCRAWL_* environment variables), so
 STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS=host:9092 streamcrawl status checks a remote cluster."""
+CLIENT_LOG_LEVEL = "3"
+"""librdkafka's log level for the command line's own clients: errors only. Its informational
+lines (a broker closing the connection as the demo stops it, events purged at a client's close)
+would land on the user's terminal; errors still reach the clients' callbacks. A `log_level` in
+`STREAMCRAWL_KAFKA__CONFIG` wins."""
+
+
+def cli_settings() -> Settings:
+    """The services' settings, with `CLIENT_LOG_LEVEL` unless one is configured."""
+    settings = Settings()
+    if "log_level" in settings.kafka.config:
+        return settings
+    config = {**settings.kafka.config, "log_level": CLIENT_LOG_LEVEL}
+    kafka = settings.kafka.model_copy(update={"config": config})
+    return settings.model_copy(update={"kafka": kafka})
 
 
 # ----- kafka ---------------------------------------------------------------------------------
@@ -135,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    settings = Settings()
+    settings = cli_settings()
     run: Callable[[argparse.Namespace, Settings], int] = args.run
     try:
         return run(args, settings)

@@ -54,6 +54,8 @@ def test_demo_crawls_the_local_site_until_done(kafka_bootstrap: str, tmp_path: P
     )
     out = completed.stdout
     assert completed.returncode == 0, out + completed.stderr[-3000:]
+    # librdkafka's informational lines stay off the user's terminal (`cli.CLIENT_LOG_LEVEL`).
+    assert "%6|" not in completed.stderr and "%6|" not in out, completed.stderr[-3000:]
     assert f"using the broker at {kafka_bootstrap}" in out
     assert "status: done" in out
     assert f"pages by status: {expected_by_status()}\n" in out, out

@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from schemas.seeds import CrawlRequest
-from streamcrawl.cli import build_parser, main
+from streamcrawl.cli import CLIENT_LOG_LEVEL, build_parser, cli_settings, main
 from streamcrawl.crawl_cli import OPTIONS, CrawlRequestError, crawl_request
 
 SEED = "https://example.com/"
@@ -156,3 +156,17 @@ def test_a_bad_request_exits_2_with_the_reason_and_publishes_nothing(
     assert "seed URL: only http and https URLs are crawled" in error
     assert "--max-links: Input should be greater than or equal to -1" in error
     assert "Traceback" not in error
+
+
+def test_the_cli_clients_log_errors_only_unless_configured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS", "broker.test:9092")
+    monkeypatch.delenv("STREAMCRAWL_KAFKA__CONFIG", raising=False)
+    settings = cli_settings()
+    assert settings.kafka.librdkafka() == {
+        "bootstrap.servers": "broker.test:9092",
+        "log_level": CLIENT_LOG_LEVEL,
+    }
+    monkeypatch.setenv("STREAMCRAWL_KAFKA__CONFIG", '{"log_level": "7", "debug": "broker"}')
+    assert cli_settings().kafka.librdkafka()["log_level"] == "7"
