@@ -239,8 +239,7 @@ def header_value(headers: Mapping[str, str], name: str) -> str:
 @functools.lru_cache(maxsize=16384)
 def _site(host: str) -> str:
     """The registered domain of an authority (port dropped); cached as hosts repeat a lot."""
-    name = host[: host.index("]") + 1] if host.startswith("[") else host.partition(":")[0]
-    return registered_domain(name)
+    return registered_domain(host)
 
 
 def canonical_host_key(url: str) -> str:

@@ -158,11 +158,23 @@ def registered_domain(host: str) -> str:
     Uses tldextract's bundled Public Suffix List snapshot only: no network, no cache files. The
     list's private section counts, so ``alice.github.io`` is its own domain, as browsers isolate
     sites. IP addresses, single-label hosts and hosts under no known suffix return themselves.
+    A port is dropped (``host`` may be a host key, `host_key`): ports of one host are one site,
+    as the scope and the parser's internal links have it.
     """
-    name = host.lower().removesuffix(".")
+    name = _without_port(host).lower().removesuffix(".")
     if "." not in name or name.startswith("[") or _is_ip_address(name):
         return name
     return _public_suffix_extractor()(name).top_domain_under_public_suffix or name
+
+
+def _without_port(host: str) -> str:
+    """``host`` less a ``:port`` suffix; a bracketed IPv6 literal keeps its brackets, a bare one
+    (more than one colon) is left whole."""
+    if host.startswith("["):
+        end = host.find("]")
+        return host if end < 0 else host[: end + 1]
+    name, colon, port = host.rpartition(":")
+    return name if colon and port.isdigit() and ":" not in name else host
 
 
 def _clean(text: str) -> str:

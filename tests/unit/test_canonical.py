@@ -331,6 +331,11 @@ def test_host_key_without_a_host_raises(url: str) -> None:
         ("127.0.0.1", "127.0.0.1"),
         ("[::1]", "[::1]"),
         ("2001:db8::1", "2001:db8::1"),
+        # Host keys carry a port when it is not the scheme's default: the site is the same.
+        ("www.example.com:8080", "example.com"),
+        ("127.0.0.1:8080", "127.0.0.1"),
+        ("localhost:3000", "localhost"),
+        ("[::1]:8443", "[::1]"),
     ],
 )
 def test_registered_domain(host: str, expected: str) -> None:

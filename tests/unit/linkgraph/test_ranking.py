@@ -71,6 +71,19 @@ def test_orphans_are_crawled_pages_without_internal_in_links_seeds_excepted() ->
     assert orphans == {lost, "https://b.example/"}
 
 
+def test_ports_of_one_host_are_one_site() -> None:
+    """A site on two ports (the demo's hosts, a staging server): the parser calls the links
+    between them internal, and so do the orphans and the domain graph."""
+    graph = CompactGraph()
+    home, docs = "http://127.0.0.1:8000/", "http://127.0.0.1:8001/docs"
+    graph.add(links(home, [docs, "https://b.example/"]))
+    graph.add(links(docs, [home]))
+    views = ranked(graph)
+    assert views.answer("orphans", {}) == []
+    domains = {(d["from"], d["to"]): d["links"] for d in views.answer("domains", {})}
+    assert domains == {("127.0.0.1", "127.0.0.1"): 2, ("127.0.0.1", "b.example"): 1}
+
+
 def test_orphans_of_a_crawl_are_those_its_newest_fetch_found() -> None:
     graph = CompactGraph()
     home, lost, old = (f"https://a.example/{p}" for p in ("", "lost", "old"))
