@@ -174,9 +174,18 @@ def add_graph_command(commands: Any) -> None:
                 "--cursor", help="go on from a previous answer (its `more: --cursor ...`)"
             )
             query.add_argument(
-                "--link-type", dest="link_type", choices=get_args(LinkType), help="only these"
+                "--link-type",
+                dest="link_type",
+                type=str.upper,
+                choices=get_args(LinkType),
+                help="only these (any case)",
             )
-            query.add_argument("--position", choices=get_args(LinkPosition), help="only these")
+            query.add_argument(
+                "--position",
+                type=str.upper,
+                choices=get_args(LinkPosition),
+                help="only these (any case)",
+            )
             query.add_argument("--live", action="store_true", help="leave out gone edges")
         _common(query)
     for name in GLOBAL:

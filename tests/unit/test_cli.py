@@ -170,3 +170,15 @@ def test_the_cli_clients_log_errors_only_unless_configured(
     }
     monkeypatch.setenv("STREAMCRAWL_KAFKA__CONFIG", '{"log_level": "7", "debug": "broker"}')
     assert cli_settings().kafka.librdkafka()["log_level"] == "7"
+
+
+def test_graph_filters_take_any_case_and_refuse_unknown_values(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = build_parser().parse_args(
+        ["graph", "in", SEED, "--link-type=nofollow", "--position=Nav"]
+    )
+    assert (args.link_type, args.position) == ("NOFOLLOW", "NAV")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["graph", "out", SEED, "--link-type=dofollow"])
+    assert "invalid choice: 'DOFOLLOW'" in capsys.readouterr().err
