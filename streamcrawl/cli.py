@@ -21,7 +21,7 @@ from streamcrawl.broker import LocalBroker
 from streamcrawl.console import say
 from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.settings import Settings
-from streamcrawl.status import gather_status
+from streamcrawl.status import gather_status, instance_lines
 from streamcrawl.topics import check_topics, create_topics
 from streamcrawl.up_cli import DEFAULT_BROKER_DIR
 
@@ -101,10 +101,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             say(f"         {line}")
         if not report.roles:
             say("services none running")
-        for role, info in sorted(report.roles.items()):
-            instances = info["instances"]
-            count = len(instances) if isinstance(instances, list) else 0
-            say(f"{role:<9}{info['ready_instances']}/{count} ready")
+        for line in instance_lines(report):
+            say(line)
     say("ok" if report.ok else "not ok")
     return 0 if report.ok else 1
 

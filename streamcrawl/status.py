@@ -17,6 +17,7 @@ from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.kafka import admin_config, table_consumer_config
 from streamcrawl.membership import is_live
 from streamcrawl.settings import Settings
+from streamcrawl.stack import ROLES
 from streamcrawl.table import TopicTable
 from streamcrawl.topics import check_topics, topic_name
 
@@ -87,3 +88,27 @@ def gather_status(settings: Settings, timeout_s: float = 10.0) -> StatusReport:
         if member.ready:
             role["ready_instances"] = int(str(role["ready_instances"])) + 1
     return report
+
+
+def instance_lines(report: StatusReport) -> list[str]:
+    """One aligned line per live instance: role, instance, ready or starting, and its addresses
+    (`status` and `up` print them). A role that is no stage (the link graph's ranker, which an
+    instance of `linkgraph` holds while it leads) has only its API: its metrics are its stage's."""
+    rows = [
+        (role, item)
+        for role, info in sorted(report.roles.items())
+        for item in (info["instances"] if isinstance(info["instances"], list) else [])
+    ]
+    role_width = max((len(role) for role, _ in rows), default=0)
+    instance_width = max((len(str(item["instance"])) for _, item in rows), default=0)
+    lines = []
+    for role, item in rows:
+        state = "ready" if item["ready"] else "starting"
+        addresses = [f"metrics http://{item['http']}/metrics"] if role in ROLES else []
+        if item.get("api"):
+            addresses.append(f"api http://{item['api']}")
+        lines.append(
+            f"{role:<{role_width}}  {item['instance']:<{instance_width}}  {state:<8}  "
+            + "  ".join(addresses)
+        )
+    return lines

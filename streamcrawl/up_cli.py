@@ -21,7 +21,7 @@ from streamcrawl.demo import demo_site
 from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.settings import Settings
 from streamcrawl.stack import ROLES, Stack, stack_env
-from streamcrawl.status import broker_answers, gather_status
+from streamcrawl.status import broker_answers, gather_status, instance_lines
 from streamcrawl.table import wait_until
 from streamcrawl.testsite import SiteServer
 from streamcrawl.topics import create_topics
@@ -102,11 +102,8 @@ def start_stack(
         say(f"{role}: not built yet, not running")
     if not ready:
         say(f"not every service was ready within {STACK_READY_S:.0f}s; logs in {stack.log_dir}")
-    for role, info in sorted(gather_status(settings).roles.items()):
-        instances = info["instances"]
-        for item in instances if isinstance(instances, list) else []:
-            api = f"  api http://{item['api']}" if item.get("api") else ""
-            say(f"{role:<9} {item['instance']:<12} metrics http://{item['http']}/metrics{api}")
+    for line in instance_lines(gather_status(settings)):
+        say(line)
     return stack
 
 

@@ -10,6 +10,7 @@ import pytest
 from schemas.seeds import CrawlRequest
 from streamcrawl.cli import CLIENT_LOG_LEVEL, build_parser, cli_settings, main
 from streamcrawl.crawl_cli import OPTIONS, CrawlRequestError, crawl_request
+from streamcrawl.status import StatusReport, instance_lines
 
 SEED = "https://example.com/"
 FLAGS = {
@@ -182,3 +183,28 @@ def test_graph_filters_take_any_case_and_refuse_unknown_values(
     with pytest.raises(SystemExit):
         build_parser().parse_args(["graph", "out", SEED, "--link-type=dofollow"])
     assert "invalid choice: 'DOFOLLOW'" in capsys.readouterr().err
+
+
+def test_status_lists_each_instance_aligned_with_the_addresses_it_serves() -> None:
+    def instance(name: str, http: str, api: str | None, ready: bool = True) -> dict[str, object]:
+        return {"instance": name, "http": http, "api": api, "ready": ready, "partitions": []}
+
+    report = StatusReport(
+        broker=True,
+        roles={
+            "parser": {"instances": [instance("parser-0", "h:1", None)], "ready_instances": 1},
+            "linkgraph": {
+                "instances": [instance("linkgraph-10", "h:2", "h:3", ready=False)],
+                "ready_instances": 0,
+            },
+            "linkgraph-ranker": {
+                "instances": [instance("linkgraph-10", "h:3", "h:3")],
+                "ready_instances": 1,
+            },
+        },
+    )
+    assert instance_lines(report) == [
+        "linkgraph         linkgraph-10  starting  metrics http://h:2/metrics  api http://h:3",
+        "linkgraph-ranker  linkgraph-10  ready     api http://h:3",  # its metrics: linkgraph's
+        "parser            parser-0      ready     metrics http://h:1/metrics",
+    ]
