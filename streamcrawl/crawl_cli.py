@@ -1,4 +1,5 @@
-"""`streamcrawl seed` and `streamcrawl crawl`: publish a crawl request, and follow it until done."""
+"""`streamcrawl seed`, `crawl`, `pause`, `resume` and `cancel`: publish a crawl request and follow
+it until done, or a command to a running crawl."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from rich.console import Console
 from schemas import seeds
 from schemas.seeds import (
     CONTENT_TYPE_ALIASES,
+    CrawlCommand,
     CrawlRequest,
     PriorityStrategy,
     SameDomain,
@@ -24,8 +26,9 @@ from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.kafka import KafkaProducer
 from streamcrawl.settings import Settings
 from streamcrawl.summary import gather_summary, summary_lines
+from streamcrawl.table import wait_until
 from streamcrawl.topics import topic_name
-from streamcrawl.watch import CrawlWatcher, OutcomeTally
+from streamcrawl.watch import FINAL_STATUSES, CrawlWatcher, OutcomeTally
 
 
 class CrawlRequestError(StreamcrawlError):
@@ -43,6 +46,29 @@ def add_commands(commands: Any) -> None:
     add_follow_option(crawl)
     crawl.set_defaults(run=cmd_crawl)
 
+    for action, explained in CONTROLS.items():
+        control = commands.add_parser(action, help=explained)
+        control.add_argument(
+            "crawl_id", metavar="CRAWL_ID", help="the crawl, as seed or crawl printed it"
+        )
+        control.add_argument(
+            "--no-wait",
+            action="store_true",
+            help="return once it is sent, without waiting for the crawl's owner to apply it",
+        )
+        control.set_defaults(run=cmd_control, control=action)
+
+
+CONTROLS = {
+    "pause": "pause a crawl: nothing more of it is leased; its queues are kept",
+    "resume": "resume a paused crawl",
+    "cancel": "cancel a crawl: its queued URLs are dropped, nothing more is leased",
+}
+CONTROLLED = {"pause": "paused", "resume": "active", "cancel": "cancelled"}
+"""The status each command leaves a crawl in once its owner applied it."""
+CONTROL_WAIT_S = 30.0
+"""How long `pause`, `resume` and `cancel` wait for the crawl's owner (a frontier) to apply them."""
+TABLES_LOADED_S = 30.0
 
 OPTIONS = {
     "crawl_id": "--crawl-id",
@@ -237,7 +263,9 @@ def _problem(error: ErrorDetails) -> str:
     return f"{where}: {message}"
 
 
-def publish_request(settings: Settings, request: CrawlRequest) -> None:
+def publish_request(settings: Settings, request: CrawlRequest | CrawlCommand) -> None:
+    """A crawl request or command onto `seeds`, keyed by its crawl id (so its owner gets them in
+    order); returns once the broker has it."""
     producer = KafkaProducer.from_settings(settings)
     producer.produce(
         topic_name(settings, seeds.TOPIC), seeds.key(request.crawl_id), encode(request)
@@ -292,3 +320,40 @@ def submit_and_follow(settings: Settings, request: CrawlRequest, timeout_s: floa
 
 def cmd_crawl(args: argparse.Namespace, settings: Settings) -> int:
     return submit_and_follow(settings, crawl_request(args), args.timeout_s)
+
+
+def cmd_control(args: argparse.Namespace, settings: Settings) -> int:
+    """`pause`, `resume` or `cancel`: sent to the crawl's owner through `seeds` when the crawl is
+    in `crawls` and not already there; then, unless `--no-wait`, its new status awaited."""
+    action, wanted = args.control, CONTROLLED[args.control]
+    try:
+        command = CrawlCommand(crawl_id=args.crawl_id, action=action)
+    except ValidationError as error:
+        raise CrawlRequestError(f"not a crawl id: {error.errors()[0]['msg']}") from error
+    crawl_id = command.crawl_id
+    with CrawlWatcher(settings) as watcher:
+        if not watcher.wait_loaded(TABLES_LOADED_S):
+            raise StreamcrawlError(f"could not read the crawls table within {TABLES_LOADED_S}s")
+        status = watcher.view(crawl_id).status
+        if status is None:
+            say(f"no crawl {crawl_id} (not started, or its owner has not read it yet)")
+            return 1
+        if status == wanted:
+            say(f"crawl {crawl_id} is already {status}")
+            return 0
+        if status in FINAL_STATUSES:
+            say(f"crawl {crawl_id} is {status}: nothing to {action}")
+            return 1
+        publish_request(settings, command)
+        if args.no_wait:
+            say(f"{action} sent to crawl {crawl_id}")
+            return 0
+        wait_until(
+            lambda: watcher.view(crawl_id).status in (wanted, *FINAL_STATUSES), CONTROL_WAIT_S
+        )
+        status = watcher.view(crawl_id).status
+    if status == wanted:
+        say(f"crawl {crawl_id} is {status}")
+        return 0
+    say(f"{action} sent; crawl {crawl_id} is still {status} after {CONTROL_WAIT_S:.0f}s")
+    return 1

@@ -61,6 +61,13 @@ class CrawlWatcher:
         self._crawls.stop()
         self._progress.stop()
 
+    def wait_loaded(self, timeout_s: float) -> bool:
+        """Whether `crawls` and `progress` were both read up to their ends within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        return self._crawls.wait_ready(timeout_s) and self._progress.wait_ready(
+            max(0.0, deadline - time.monotonic())
+        )
+
     def view(self, crawl_id: str) -> CrawlView:
         state = self._crawls.get(crawl_id)
         totals: dict[str, int] = {}

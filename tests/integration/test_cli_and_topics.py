@@ -1,9 +1,10 @@
-"""`streamcrawl topics create|check` and `status`, the side server, tables and the partitioner,
-against the real broker."""
+"""`streamcrawl topics create|check`, `status`, `pause|resume|cancel`, the side server, tables and
+the partitioner, against the real broker."""
 
 from __future__ import annotations
 
 import json
+import threading
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -19,10 +20,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewPartitions,
 )
 
-from schemas import crawls, members
+from schemas import crawls, members, seeds
 from schemas.partitioning import partition_for_key
 from schemas.registry import ALL_TOPICS
-from schemas.serde import decode
+from schemas.seeds import CrawlCommand, CrawlRequest
+from schemas.serde import decode, encode
 from streamcrawl.cli import main
 from streamcrawl.kafka import table_consumer_config
 from streamcrawl.table import TopicTable
@@ -131,6 +133,61 @@ def test_status_needs_broker_topics_and_a_ready_instance_of_every_running_role(
         assert json.loads(out)["roles"] == {}  # the stopped instance left with a tombstone
     finally:
         ledger.kill()
+
+
+def test_pause_resume_and_cancel_reach_the_owner_and_wait_for_its_status(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The test plays the crawl's owner: it writes `crawls` as a frontier would, and reads the
+    commands the CLI sends to `seeds`."""
+    assert main(["topics", "create"]) == 0
+    producer = Producer({"bootstrap.servers": deployment.bootstrap})
+    sent = TopicReader(deployment.bootstrap, deployment.topic("seeds"))
+
+    def owner_sets(status: crawls.CrawlStatus) -> None:
+        request = CrawlRequest(seeds=["https://example.com/"], crawl_id="c1")
+        state = crawls.CrawlState(
+            crawl_id="c1",
+            request=request,
+            status=status,
+            created_at=1,
+            updated_at=2,
+            owner_partition=0,
+        )
+        producer.produce(deployment.topic("crawls"), encode(state), crawls.key("c1"))
+        assert producer.flush(30) == 0
+
+    def commands() -> list[tuple[bytes | None, object]]:
+        return [(m.key(), decode(seeds.SEED_MESSAGE, m.value())) for m in sent.poll()]
+
+    try:
+        capsys.readouterr()
+        code, out = run_cli(capsys, "pause", "c1")
+        assert code == 1 and "no crawl c1" in out
+        owner_sets("active")
+        code, out = run_cli(capsys, "resume", "c1")
+        assert code == 0 and "crawl c1 is already active" in out
+        code, out = run_cli(capsys, "pause", "c1", "--no-wait")
+        assert code == 0 and "pause sent to crawl c1" in out
+        sent.read_until(lambda messages: len(messages) == 1, 30, "the pause command")
+        assert commands() == [(b"c1", CrawlCommand(crawl_id="c1", action="pause"))]
+
+        # Without --no-wait the CLI waits for the owner to apply the command.
+        codes: list[int] = []
+        waiting = threading.Thread(target=lambda: codes.append(main(["cancel", "c1"])))
+        waiting.start()
+        sent.read_until(lambda messages: len(messages) == 2, 30, "the cancel command")
+        assert commands()[1] == (b"c1", CrawlCommand(crawl_id="c1", action="cancel"))
+        assert waiting.is_alive(), "it waits for the crawl's status"
+        owner_sets("cancelled")
+        waiting.join(60)
+        assert codes == [0] and "crawl c1 is cancelled" in capsys.readouterr().out
+
+        code, out = run_cli(capsys, "resume", "c1")
+        assert code == 1 and "crawl c1 is cancelled: nothing to resume" in out
+        assert len(sent.poll(1.0)) == 2, "nothing sent to a cancelled crawl"
+    finally:
+        sent.close()
 
 
 def test_status_fails_when_the_broker_does_not_answer(
