@@ -169,7 +169,8 @@ def _show_history(document: dict[str, Any], *, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return
-    sys.stdout.write(f"{document['url']}: {len(document['history'])} versions\n")
+    count = len(document["history"])
+    sys.stdout.write(f"{document['url']}: {count} version{'' if count == 1 else 's'}\n")
     for version in document["history"]:
         sys.stdout.write(
             f"{_iso(version['fetched_at'])}  last {_iso(version['last_fetched_at'])}  "
