@@ -35,30 +35,6 @@ class CrawlRequestError(StreamcrawlError):
     """The command line does not make a valid crawl request; says which options and why."""
 
 
-def add_commands(commands: Any) -> None:
-    """`seed` and `crawl` on the CLI's subcommands."""
-    seed = commands.add_parser("seed", help="publish a crawl request; prints the crawl id")
-    add_crawl_options(seed)
-    seed.set_defaults(run=cmd_seed)
-
-    crawl = commands.add_parser("crawl", help="publish a crawl request and follow it until done")
-    add_crawl_options(crawl)
-    add_follow_option(crawl)
-    crawl.set_defaults(run=cmd_crawl)
-
-    for action, explained in CONTROLS.items():
-        control = commands.add_parser(action, help=explained)
-        control.add_argument(
-            "crawl_id", metavar="CRAWL_ID", help="the crawl, as seed or crawl printed it"
-        )
-        control.add_argument(
-            "--no-wait",
-            action="store_true",
-            help="return once it is sent, without waiting for the crawl's owner to apply it",
-        )
-        control.set_defaults(run=cmd_control, control=action)
-
-
 CONTROLS = {
     "pause": "pause a crawl: nothing more of it is leased; its queues are kept",
     "resume": "resume a paused crawl",
@@ -69,6 +45,7 @@ CONTROLLED = {"pause": "paused", "resume": "active", "cancel": "cancelled"}
 CONTROL_WAIT_S = 30.0
 """How long `pause`, `resume` and `cancel` wait for the crawl's owner (a frontier) to apply them."""
 TABLES_LOADED_S = 30.0
+"""How long a command may take to read `crawls` and `progress` whole."""
 
 OPTIONS = {
     "crawl_id": "--crawl-id",
@@ -89,6 +66,30 @@ OPTIONS = {
     "scope_score_threshold": "--scope-threshold",
 }
 """The option that sets each CrawlRequest field (errors name the option, not the field)."""
+
+
+def add_commands(commands: Any) -> None:
+    """`seed`, `crawl`, `pause`, `resume` and `cancel` on the CLI's subcommands."""
+    seed = commands.add_parser("seed", help="publish a crawl request; prints the crawl id")
+    add_crawl_options(seed)
+    seed.set_defaults(run=cmd_seed)
+
+    crawl = commands.add_parser("crawl", help="publish a crawl request and follow it until done")
+    add_crawl_options(crawl)
+    add_follow_option(crawl)
+    crawl.set_defaults(run=cmd_crawl)
+
+    for action, explained in CONTROLS.items():
+        control = commands.add_parser(action, help=explained)
+        control.add_argument(
+            "crawl_id", metavar="CRAWL_ID", help="the crawl, as seed or crawl printed it"
+        )
+        control.add_argument(
+            "--no-wait",
+            action="store_true",
+            help="return once it is sent, without waiting for the crawl's owner to apply it",
+        )
+        control.set_defaults(run=cmd_control, control=action)
 
 
 def _default(field: str) -> object:
