@@ -112,7 +112,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamcrawl", description=DESCRIPTION)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     kafka = commands.add_parser("kafka", help="the local Apache Kafka broker (no Docker)")
     kafka.add_argument(
