@@ -293,7 +293,7 @@ def follow_crawl(
             )
         tally.poll(timeout_s=1.0)
     except KeyboardInterrupt:
-        say(f"stopped following crawl {crawl_id}; it goes on (streamcrawl status shows it)")
+        say(f"stopped following crawl {crawl_id}; it goes on (streamcrawl cancel {crawl_id})")
         return 130
     finally:
         pages_by_status = tally.by_status()
