@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(run=cmd_status)
 
-    crawl_cli.add_commands(commands)  # seed, crawl
+    crawl_cli.add_commands(commands)  # seed, crawl, pause, resume, cancel
     up_cli.add_commands(commands)  # up, demo
     graph_cli.add_graph_command(commands)
     page_cli.add_commands(commands)  # page, storage

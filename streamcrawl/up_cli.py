@@ -46,8 +46,7 @@ def add_commands(commands: Any) -> None:
     add_stack_options(demo)
     add_crawl_options(demo, seeds_given=False)
     add_follow_option(demo)
-    demo.set_defaults(max_depth=3, delay_ms=100)
-    demo.set_defaults(run=cmd_demo)
+    demo.set_defaults(run=cmd_demo, max_depth=3, delay_ms=100)
 
 
 def add_stack_options(command: argparse.ArgumentParser) -> None:
