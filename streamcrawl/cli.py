@@ -21,7 +21,7 @@ from streamcrawl.broker import LocalBroker
 from streamcrawl.console import say
 from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.settings import Settings
-from streamcrawl.status import gather_status, instance_lines
+from streamcrawl.status import gather_status, instance_lines, require_broker
 from streamcrawl.topics import check_topics, create_topics
 from streamcrawl.up_cli import DEFAULT_BROKER_DIR
 
@@ -71,6 +71,7 @@ def cmd_kafka(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
+    require_broker(settings)
     if args.action == "create":
         created = create_topics(settings)
         say(f"created {len(created)} topics" + (": " + ", ".join(created) if created else ""))

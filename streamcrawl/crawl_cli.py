@@ -25,6 +25,7 @@ from streamcrawl.console import say
 from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.kafka import KafkaProducer
 from streamcrawl.settings import Settings
+from streamcrawl.status import require_broker
 from streamcrawl.summary import gather_summary, summary_lines
 from streamcrawl.table import wait_until
 from streamcrawl.topics import topic_name
@@ -276,6 +277,7 @@ def publish_request(settings: Settings, request: CrawlRequest | CrawlCommand) ->
 
 def cmd_seed(args: argparse.Namespace, settings: Settings) -> int:
     request = crawl_request(args)
+    require_broker(settings)
     publish_request(settings, request)
     say(request.crawl_id)
     return 0
@@ -309,6 +311,7 @@ def follow_crawl(
 
 def submit_and_follow(settings: Settings, request: CrawlRequest, timeout_s: float | None) -> int:
     """Publish the request and follow it; the tally starts first so it sees every outcome."""
+    require_broker(settings)
     with ServiceDirectory(settings) as directory:
         if not directory.live("frontier"):
             say("no frontier is running: start the stack first (streamcrawl up)")
@@ -332,6 +335,7 @@ def cmd_control(args: argparse.Namespace, settings: Settings) -> int:
     except ValidationError as error:
         raise CrawlRequestError(f"not a crawl id: {error.errors()[0]['msg']}") from error
     crawl_id = command.crawl_id
+    require_broker(settings)
     with CrawlWatcher(settings) as watcher:
         if not watcher.wait_loaded(TABLES_LOADED_S):
             raise StreamcrawlError(f"could not read the crawls table within {TABLES_LOADED_S}s")

@@ -27,6 +27,7 @@ from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.kafka import table_consumer_config
 from streamcrawl.membership import is_live
 from streamcrawl.settings import Settings
+from streamcrawl.status import require_broker
 from streamcrawl.table import TopicTable
 from streamcrawl.topics import topic_name
 
@@ -232,6 +233,7 @@ def _params(args: argparse.Namespace) -> dict[str, str]:
 
 
 def cmd_graph(args: argparse.Namespace, settings: Settings) -> int:
+    require_broker(settings)
     try:
         addresses = graph_api_addresses(settings)
         command = args.graph_command

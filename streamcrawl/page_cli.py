@@ -30,6 +30,7 @@ from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.kafka import table_consumer_config
 from streamcrawl.membership import is_live
 from streamcrawl.settings import Settings
+from streamcrawl.status import require_broker
 from streamcrawl.table import TopicTable
 from streamcrawl.topics import topic_name
 
@@ -135,6 +136,7 @@ def _iso(epoch_ms: int) -> str:
 
 
 def cmd_page(args: argparse.Namespace, settings: Settings) -> int:
+    require_broker(settings)
     api = PageApi(storage_api_addresses(settings))
     try:
         if args.history:

@@ -37,6 +37,17 @@ def broker_answers(settings: Settings, timeout_s: float = 3.0) -> bool:
     return bool(metadata.brokers)
 
 
+def require_broker(settings: Settings) -> None:
+    """Raise a `StreamcrawlError` at once when no broker answers: what a command that talks to
+    the stack checks first, instead of a client retrying the connection (and librdkafka logging
+    each refusal) until some wait of the command runs out."""
+    if not broker_answers(settings):
+        raise StreamcrawlError(
+            f"no Kafka broker answers at {settings.kafka.bootstrap_servers}: start the stack "
+            "(streamcrawl up) or set STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS"
+        )
+
+
 @dataclass
 class StatusReport:
     broker: bool

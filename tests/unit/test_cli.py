@@ -208,3 +208,15 @@ def test_status_lists_each_instance_aligned_with_the_addresses_it_serves() -> No
         "linkgraph-ranker  linkgraph-10  ready     api http://h:3",  # its metrics: linkgraph's
         "parser            parser-0      ready     metrics http://h:1/metrics",
     ]
+
+
+def test_a_command_needing_the_stack_says_at_once_that_no_broker_answers(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:9")  # nothing listens
+    assert main(["graph", "top"]) == 2
+    error = capfd.readouterr().err  # librdkafka writes to the file descriptor, not sys.stderr
+    assert error == (
+        "streamcrawl: no Kafka broker answers at 127.0.0.1:9: start the stack (streamcrawl up) "
+        "or set STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS\n"
+    )
