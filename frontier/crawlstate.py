@@ -282,9 +282,8 @@ def flip_done_crawls(session: PartitionSession) -> None:
         limit = state.request.max_duration_ms
         if limit > 0 and session.now_ms - state.created_at >= limit:
             log.info("crawl %s reached its max_duration_ms of %d", state.crawl_id, limit)
-            publish_state(
-                session, state.model_copy(update={"status": "done", "updated_at": session.now_ms})
-            )
+            ended = {"status": "done", "updated_at": session.now_ms, "ended_by": "max_duration"}
+            publish_state(session, state.model_copy(update=ended))
             continue
         snapshots = session.services.progress.snapshots(state.crawl_id)
         if crawl_done(

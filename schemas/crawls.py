@@ -18,6 +18,8 @@ from schemas.topic import MIB, TopicSpec
 TOPIC = TopicSpec(suffix="crawls", key="crawl_id", cleanup="compact", max_message_bytes=4 * MIB)
 
 CrawlStatus = Literal["active", "paused", "cancelled", "done"]
+EndedBy = Literal["max_duration"]
+"""A limit that ended a crawl before its frontier emptied, its queued URLs dropped."""
 
 
 def key(crawl_id: str) -> str:
@@ -40,6 +42,8 @@ class CrawlState(InternalModel):
     created_at: EpochMillis
     updated_at: EpochMillis
     owner_partition: int
+    ended_by: EndedBy | None = None
+    """Set when a limit, not an empty frontier, made the crawl done."""
 
     @field_validator("request", mode="before")
     @classmethod

@@ -68,6 +68,10 @@ def gather_summary(
     return summary
 
 
+ENDED_BY = {"max_duration": "its max duration was reached: its queued URLs were dropped"}
+"""How the summary says which limit ended a crawl (`CrawlState.ended_by`)."""
+
+
 def summary_lines(summary: CrawlSummary) -> list[str]:
     counters = summary.view.counters
     rejected = {
@@ -75,8 +79,9 @@ def summary_lines(summary: CrawlSummary) -> list[str]:
         for k, v in counters.items()
         if k.startswith("rejected_") and v
     }
+    ended = ENDED_BY.get(summary.view.ended_by or "")
     lines = [
-        f"status: {summary.view.status}",
+        f"status: {summary.view.status}" + (f" ({ended})" if ended else ""),
         f"pages fetched: {counters.get('fetched', 0)}  unchanged: {counters.get('unchanged', 0)}"
         f"  failed: {counters.get('failed', 0)}  dead: {counters.get('dead', 0)}"
         f"  redirects: {counters.get('redirects', 0)}",

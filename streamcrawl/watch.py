@@ -37,6 +37,8 @@ RATE_WINDOW_S = 5.0
 class CrawlView:
     status: str | None
     counters: dict[str, int]
+    ended_by: str | None = None
+    """The limit that ended the crawl, when one did (`CrawlState.ended_by`)."""
 
 
 class CrawlWatcher:
@@ -75,7 +77,9 @@ class CrawlWatcher:
             if key.startswith(f"{crawl_id}/"):
                 for name, value in snapshot.counters.items():
                     totals[name] = totals.get(name, 0) + value
-        return CrawlView(state.status if state else None, totals)
+        if state is None:
+            return CrawlView(None, totals)
+        return CrawlView(state.status, totals, state.ended_by)
 
     def follow(
         self,

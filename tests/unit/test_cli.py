@@ -11,6 +11,8 @@ from schemas.seeds import CrawlRequest
 from streamcrawl.cli import CLIENT_LOG_LEVEL, build_parser, cli_settings, main
 from streamcrawl.crawl_cli import OPTIONS, CrawlRequestError, crawl_request
 from streamcrawl.status import StatusReport, instance_lines
+from streamcrawl.summary import CrawlSummary, summary_lines
+from streamcrawl.watch import CrawlView
 
 SEED = "https://example.com/"
 FLAGS = {
@@ -220,3 +222,12 @@ def test_a_command_needing_the_stack_says_at_once_that_no_broker_answers(
         "streamcrawl: no Kafka broker answers at 127.0.0.1:9: start the stack (streamcrawl up) "
         "or set STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS\n"
     )
+
+
+def test_the_summary_says_when_a_limit_ended_the_crawl() -> None:
+    counters = {"fetched": 159, "admitted": 485}
+    timed_out = CrawlView("done", counters, ended_by="max_duration")
+    assert summary_lines(CrawlSummary("c1", timed_out))[0] == (
+        "status: done (its max duration was reached: its queued URLs were dropped)"
+    )
+    assert summary_lines(CrawlSummary("c1", CrawlView("done", counters)))[0] == "status: done"

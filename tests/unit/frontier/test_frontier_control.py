@@ -169,6 +169,7 @@ def test_a_crawl_past_its_max_duration_is_done_and_releases_nothing_more(tmp_pat
     sim.tick_all()
     sim.run()
     assert sim.status("t") == "done"
+    assert sim.directory.get("t").ended_by == "max_duration"  # type: ignore[union-attr]
     for request in sim.held_fetches[1:]:
         sim.fetch(request)
     sim.run()
