@@ -58,17 +58,17 @@ from schemas import seeds
 from schemas.crawls import CrawlStatus
 from schemas.seeds import (
     CONTENT_TYPE_ALIASES,
+    MAX_REQUEST_BYTES,
     CrawlCommand,
     CrawlId,
     CrawlRequest,
     expand_content_types,
 )
-from schemas.serde import PART_HEADROOM_BYTES, encode
+from schemas.serde import encode
 from streamcrawl.exceptions import StreamcrawlError
 
 MAX_BODY_BYTES = seeds.TOPIC.max_message_bytes
 """Request bodies above this answer 413; the encoded request must also fit the `seeds` topic."""
-MAX_MESSAGE_BYTES = seeds.TOPIC.max_message_bytes - PART_HEADROOM_BYTES
 MAX_REPORTED_ERRORS = 50
 REMEMBERED_SUBMISSIONS = 10_000
 SUBMITTED = "submitted"
@@ -265,7 +265,7 @@ class CrawlControl:
         if self.current_status(crawl_id) is not None:
             return _problem(409, f"crawl {crawl_id} already exists", location)
         value = encode(parsed)
-        if len(value) > MAX_MESSAGE_BYTES:
+        if len(value) > MAX_REQUEST_BYTES:
             return _problem(413, f"the request encodes to {len(value)} bytes, over the limit")
         failure = await self._send(crawl_id, value)
         if failure is not None:

@@ -21,12 +21,16 @@ from pydantic import Discriminator, Field, Tag, TypeAdapter, field_validator
 
 from schemas.base import InboundModel
 from schemas.canonical import canonical_url
+from schemas.serde import PART_HEADROOM_BYTES
 from schemas.topic import MIB, TopicSpec
 
 TOPIC = TopicSpec(suffix="seeds", key="crawl_id", max_message_bytes=4 * MIB)
 
 MAX_URL_LENGTH = 8192
 MAX_SEEDS = 100_000
+MAX_REQUEST_BYTES = TOPIC.max_message_bytes - PART_HEADROOM_BYTES
+"""The most an encoded crawl request may take, so it fits `seeds` (and `crawls`, inside its
+crawl's state) whatever the compression: some 70,000 seed URLs of 60 bytes."""
 MAX_PATTERN_LENGTH = 2048
 
 CrawlId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
@@ -49,7 +53,9 @@ def key(crawl_id: str) -> str:
     return crawl_id
 
 
-def _check_http_url(url: str) -> str:
+def check_seed_url(url: str) -> str:
+    """The URL when a crawl can start from it (http or https, a host, not too long), else
+    ValueError saying why."""
     if len(url) > MAX_URL_LENGTH:
         raise ValueError(f"URL longer than {MAX_URL_LENGTH} characters")
     parts = urlsplit(url)
@@ -129,7 +135,7 @@ class CrawlRequest(InboundModel):
     @field_validator("seeds")
     @classmethod
     def _seeds_are_http(cls, seeds: list[str]) -> list[str]:
-        return [_check_http_url(seed.strip()) for seed in seeds]
+        return [check_seed_url(seed.strip()) for seed in seeds]
 
     @field_validator("include_pattern", "exclude_pattern")
     @classmethod

@@ -4,6 +4,8 @@ it until done, or a command to a running crawl."""
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any, get_args
 
 from pydantic import ValidationError
@@ -13,16 +15,20 @@ from rich.console import Console
 from schemas import seeds
 from schemas.seeds import (
     CONTENT_TYPE_ALIASES,
+    MAX_REQUEST_BYTES,
+    MAX_SEEDS,
     CrawlCommand,
     CrawlRequest,
     PriorityStrategy,
     SameDomain,
+    check_seed_url,
     expand_content_types,
 )
 from schemas.serde import encode
+from schemas.topic import MIB
 from streamcrawl.apis import ServiceDirectory
 from streamcrawl.console import say
-from streamcrawl.exceptions import StreamcrawlError
+from streamcrawl.exceptions import DeliveryError, StreamcrawlError
 from streamcrawl.kafka import KafkaProducer
 from streamcrawl.settings import Settings
 from streamcrawl.status import require_broker
@@ -47,6 +53,8 @@ CONTROL_WAIT_S = 30.0
 """How long `pause`, `resume` and `cancel` wait for the crawl's owner (a frontier) to apply them."""
 TABLES_LOADED_S = 30.0
 """How long a command may take to read `crawls` and `progress` whole."""
+MAX_BAD_LINES_SHOWN = 10
+"""A seed list's bad lines named one by one; the rest are counted."""
 
 OPTIONS = {
     "crawl_id": "--crawl-id",
@@ -102,7 +110,15 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
     command may set others with `set_defaults`). Without `seeds_given` (the demo) no seed URLs
     are taken: the command has its own."""
     if seeds_given:
-        command.add_argument("urls", nargs="+", metavar="URL", help="seed URLs (http or https)")
+        command.add_argument("urls", nargs="*", metavar="URL", help="seed URLs (http or https)")
+        command.add_argument(
+            "--seeds-file",
+            metavar="FILE",
+            help="more seed URLs, one a line, from FILE (- for standard input); blank lines, "
+            "lines starting with # and anything after a URL's first space are ignored",
+        )
+    else:
+        command.set_defaults(urls=[], seeds_file=None)
     command.add_argument(
         "--crawl-id", metavar="ID", help="the crawl's id (default: a new random one)"
     )
@@ -214,10 +230,39 @@ def add_follow_option(command: argparse.ArgumentParser) -> None:
     )
 
 
+def read_seeds_file(name: str) -> tuple[list[str], list[str]]:
+    """The seed URLs of a seed list (Heritrix's seeds.txt, Nutch's seed files: one URL a line,
+    blank lines and # comments skipped, what follows a URL on its line ignored), and the
+    problems of its bad lines, each named by its line number."""
+    try:
+        text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        return [], [f"--seeds-file: cannot read {name}: {error}"]
+    urls: list[str] = []
+    bad: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        try:
+            urls.append(check_seed_url(fields[0]))
+        except ValueError as error:
+            bad.append(f"--seeds-file line {number}: {error}")
+    if len(bad) > MAX_BAD_LINES_SHOWN:
+        bad[MAX_BAD_LINES_SHOWN:] = [f"... and {len(bad) - MAX_BAD_LINES_SHOWN} more bad lines"]
+    return urls, bad
+
+
 def crawl_request(args: argparse.Namespace) -> CrawlRequest:
     """The request the options describe; `CrawlRequestError` naming each bad option."""
+    problems: list[str] = []
+    seed_urls = list(args.urls)
+    if args.seeds_file is not None:
+        listed, bad_lines = read_seeds_file(args.seeds_file)
+        seed_urls += listed
+        problems += bad_lines
     fields: dict[str, object] = {
-        "seeds": args.urls,
+        "seeds": seed_urls,
         "max_depth": args.max_depth,
         "same_domain": args.same_domain,
         "politeness_delay_ms": args.delay_ms,
@@ -241,7 +286,6 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         "scope_score_threshold": args.scope_threshold,
     }
     fields.update({name: value for name, value in given.items() if value is not None})
-    problems: list[str] = []
     if args.content_type:
         fields["content_types"], problem = expand_content_types(args.content_type)
         if problem is not None:
@@ -252,12 +296,26 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         problems.extend(_problem(item) for item in error.errors())
     if problems:
         raise CrawlRequestError("not a valid crawl request:\n  " + "\n  ".join(problems))
+    size = len(encode(request))
+    if size > MAX_REQUEST_BYTES:
+        base = len(encode(request.model_copy(update={"seeds": []})))
+        per_seed = (size - base) / len(request.seeds)
+        fitting = int((MAX_REQUEST_BYTES - base) / per_seed * 0.99)  # a margin for longer URLs
+        raise CrawlRequestError(
+            f"the crawl request takes {size / MIB:.1f} MiB, over the {MAX_REQUEST_BYTES / MIB:.1f} "
+            f"MiB a crawl request may: split its {len(request.seeds)} seed URLs into crawls of "
+            f"about {fitting} at most"
+        )
     return request
 
 
 def _problem(error: ErrorDetails) -> str:
     """One validation error, named by its option (`OPTIONS`; seed URLs as such)."""
     field = str(error["loc"][0]) if error["loc"] else ""
+    if field == "seeds" and error["type"] == "too_short":
+        return "no seed URLs: give them as arguments or with --seeds-file"
+    if field == "seeds" and error["type"] == "too_long":
+        return f"at most {MAX_SEEDS} seed URLs in one crawl, not {len(error['input'])}"
     where = "seed URL" if field == "seeds" else OPTIONS.get(field, field)
     message = error["msg"].removeprefix("Value error, ")
     if field == "max_duration_ms":  # the limit's own unit, not the option's
@@ -269,15 +327,37 @@ def publish_request(settings: Settings, request: CrawlRequest | CrawlCommand) ->
     """A crawl request or command onto `seeds`, keyed by its crawl id (so its owner gets them in
     order); returns once the broker has it."""
     producer = KafkaProducer.from_settings(settings)
-    producer.produce(
-        topic_name(settings, seeds.TOPIC), seeds.key(request.crawl_id), encode(request)
+    value = encode(request)
+    delivery = producer.produce(
+        topic_name(settings, seeds.TOPIC), seeds.key(request.crawl_id), value
     )
     producer.flush(30)
+    try:
+        delivery.result(timeout=0)
+    except DeliveryError as error:
+        raise DeliveryError(
+            f"the broker refused the {request.kind.replace('_', ' ')} "
+            f"({len(value):,} bytes before compression): {error}"
+        ) from error
+
+
+def refuse_a_taken_crawl_id(settings: Settings, crawl_id: str) -> None:
+    """`CrawlRequestError` when `crawls` has the crawl id already: its owner would ignore a
+    second request under it, so the user's would be lost."""
+    with CrawlWatcher(settings) as watcher:
+        if not watcher.wait_loaded(TABLES_LOADED_S):
+            raise StreamcrawlError(f"could not read the crawls table within {TABLES_LOADED_S}s")
+        status = watcher.view(crawl_id).status
+    if status is not None:
+        raise CrawlRequestError(
+            f"crawl {crawl_id} exists already ({status}): give the new one another --crawl-id"
+        )
 
 
 def cmd_seed(args: argparse.Namespace, settings: Settings) -> int:
     request = crawl_request(args)
     require_broker(settings)
+    refuse_a_taken_crawl_id(settings, request.crawl_id)
     publish_request(settings, request)
     say(request.crawl_id)
     return 0
@@ -316,6 +396,7 @@ def submit_and_follow(settings: Settings, request: CrawlRequest, timeout_s: floa
         if not directory.live("frontier"):
             say("no frontier is running: start the stack first (streamcrawl up)")
             return 2
+    refuse_a_taken_crawl_id(settings, request.crawl_id)
     tally = OutcomeTally(settings, request.crawl_id)
     publish_request(settings, request)
     say(f"crawl {request.crawl_id} submitted")

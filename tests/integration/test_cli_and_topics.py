@@ -4,6 +4,8 @@ the partitioner, against the real broker."""
 from __future__ import annotations
 
 import json
+import random
+import string
 import threading
 import urllib.request
 import uuid
@@ -22,7 +24,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from schemas import crawls, members, seeds
 from schemas.partitioning import partition_for_key
-from schemas.registry import ALL_TOPICS
+from schemas.registry import ALL_TOPICS, producer_limits
 from schemas.seeds import CrawlCommand, CrawlRequest
 from schemas.serde import decode, encode
 from streamcrawl.cli import main
@@ -186,6 +188,70 @@ def test_pause_resume_and_cancel_reach_the_owner_and_wait_for_its_status(
         code, out = run_cli(capsys, "resume", "c1")
         assert code == 1 and "crawl c1 is cancelled: nothing to resume" in out
         assert len(sent.poll(1.0)) == 2, "nothing sent to a cancelled crawl"
+    finally:
+        sent.close()
+
+
+def test_seed_publishes_a_seed_list_once_per_crawl_id_and_says_when_the_broker_refuses_it(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """60,000 seeds (3.3 MB of article URLs) go as one request. A taken crawl id, which the
+    crawl's owner would ignore, and a request the broker refuses are errors, not a crawl id
+    printed for a crawl that never starts."""
+    assert main(["topics", "create"]) == 0
+    articles = [
+        f"https://en.wikipedia.org/wiki/Article_{n:06d}_{n * 7919 % 100_003}" for n in range(60_000)
+    ]
+    listed = tmp_path / "articles.txt"
+    listed.write_text("# seed 004\n" + "\n".join(articles) + "\n", encoding="utf-8")
+    sent = TopicReader(deployment.bootstrap, deployment.topic("seeds"))
+    owner = Producer(
+        {"bootstrap.servers": deployment.bootstrap, "compression.type": "zstd", **producer_limits()}
+    )
+    try:
+        capsys.readouterr()
+        code, out = run_cli(capsys, "seed", f"--seeds-file={listed}", "--crawl-id=articles")
+        assert (code, out) == (0, "articles\n")
+        (message,) = sent.read_until(lambda messages: len(messages) == 1, 30, "the request")
+        request = decode(seeds.SEED_MESSAGE, message.value())
+        assert isinstance(request, CrawlRequest) and request.seeds == articles
+
+        # The owner has started it (the test writes `crawls` as a frontier would).
+        state = crawls.CrawlState(
+            crawl_id="articles",
+            request=request,
+            created_at=1,
+            updated_at=1,
+            owner_partition=0,
+        )
+        owner.produce(deployment.topic("crawls"), encode(state), crawls.key("articles"))
+        assert owner.flush(30) == 0
+        code = main(["seed", "https://example.org/", "--crawl-id=articles"])
+        error = capsys.readouterr().err
+        assert code == 2
+        assert "crawl articles exists already (active): give the new one another" in error
+
+        # A seeds topic that takes 1 KiB a message refuses a request of 2 KiB compressed.
+        admin = AdminClient({"bootstrap.servers": deployment.bootstrap})
+        resource = ConfigResource(ConfigResource.Type.TOPIC, deployment.topic("seeds"))
+        limit = ConfigEntry(
+            "max.message.bytes", "1024", incremental_operation=AlterConfigOpType.SET
+        )
+        resource.add_incremental_config(limit)
+        for done in admin.incremental_alter_configs([resource]).values():
+            done.result(30)
+        noise = random.Random(4)
+        alphabet = string.ascii_letters + string.digits
+        tokens = [
+            f"https://example.org/{''.join(noise.choices(alphabet, k=100))}" for _ in range(40)
+        ]
+        code = main(["seed", *tokens, "--crawl-id=tokens"])
+        error = capsys.readouterr().err
+        assert code == 2
+        size = len(encode(CrawlRequest(seeds=tokens, crawl_id="tokens")))
+        assert f"the broker refused the crawl request ({size:,} bytes before compression)" in error
+        assert "MSG_SIZE_TOO_LARGE" in error
+        assert len(sent.poll(1.0)) == 1, "nothing more reached seeds"
     finally:
         sent.close()
 

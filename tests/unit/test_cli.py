@@ -4,10 +4,15 @@ and a bad option a clear error naming it (no traceback, nothing published)."""
 from __future__ import annotations
 
 import argparse
+import io
+import re
+from pathlib import Path
 
 import pytest
 
-from schemas.seeds import CrawlRequest
+from schemas.seeds import MAX_REQUEST_BYTES, MAX_SEEDS, CrawlRequest
+from schemas.serde import encode
+from schemas.topic import MIB
 from streamcrawl.cli import CLIENT_LOG_LEVEL, build_parser, cli_settings, main
 from streamcrawl.crawl_cli import OPTIONS, CrawlRequestError, crawl_request
 from streamcrawl.status import StatusReport, instance_lines
@@ -138,6 +143,98 @@ def test_a_bad_option_is_named_with_the_reason(argv: list[str], reported: str) -
     with pytest.raises(CrawlRequestError) as raised:
         crawl_request(build_parser().parse_args(["seed", *argv]))
     assert reported in str(raised.value)
+
+
+def _seeds_file_request(path: Path | str, *argv: str) -> CrawlRequest:
+    return crawl_request(build_parser().parse_args(["seed", *argv, f"--seeds-file={path}"]))
+
+
+def test_a_seed_list_file_adds_its_urls_after_the_arguments(tmp_path: Path) -> None:
+    listed = tmp_path / "seeds.txt"
+    listed.write_text(
+        "# news sites\n"
+        "https://news.example.org/\n"
+        "\n"
+        "   http://example.net/start  \n"
+        "https://example.com/a\tnutch.score=2.5\tcategory=news\n",
+        encoding="utf-8",
+    )
+    request = _seeds_file_request(listed, SEED, "--max-depth=1")
+    assert request.seeds == [
+        SEED,
+        "https://news.example.org/",
+        "http://example.net/start",
+        "https://example.com/a",
+    ]
+    assert request.max_depth == 1
+
+
+def test_a_seed_list_is_read_from_standard_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("https://example.org/\nhttps://example.net/\n"))
+    assert _seeds_file_request("-").seeds == ["https://example.org/", "https://example.net/"]
+
+
+def test_a_seed_lists_bad_lines_are_named_by_number_and_counted_past_ten(tmp_path: Path) -> None:
+    listed = tmp_path / "seeds.txt"
+    lines = ["https://example.org/", "ftp://example.org/file", "example.net"]
+    lines += [f"mailto:user{n}@example.org" for n in range(12)]
+    listed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(CrawlRequestError) as raised:
+        _seeds_file_request(listed)
+    message = str(raised.value)
+    assert "--seeds-file line 2: only http and https URLs are crawled" in message
+    assert "--seeds-file line 3: only http and https URLs are crawled, not 'example.net'" in message
+    assert "--seeds-file line 11:" in message
+    assert "--seeds-file line 12:" not in message
+    assert "... and 4 more bad lines" in message
+
+
+def test_a_seed_list_that_cannot_be_read_is_named(tmp_path: Path) -> None:
+    with pytest.raises(CrawlRequestError) as raised:
+        _seeds_file_request(tmp_path / "missing.txt", SEED)
+    assert f"--seeds-file: cannot read {tmp_path / 'missing.txt'}:" in str(raised.value)
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("https://example.org/caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(CrawlRequestError, match=r"--seeds-file: cannot read .*utf-8"):
+        _seeds_file_request(latin)
+
+
+def test_a_crawl_needs_a_seed_and_at_most_max_seeds(tmp_path: Path) -> None:
+    with pytest.raises(CrawlRequestError, match="no seed URLs: give them as arguments or with"):
+        crawl_request(build_parser().parse_args(["seed", "--max-depth=1"]))
+    empty = tmp_path / "comments-only.txt"
+    empty.write_text("# nothing yet\n\n", encoding="utf-8")
+    with pytest.raises(CrawlRequestError, match="no seed URLs"):
+        _seeds_file_request(empty)
+    many = tmp_path / "many.txt"
+    many.write_text(
+        "".join(f"https://example.org/{n}\n" for n in range(MAX_SEEDS + 1)), encoding="utf-8"
+    )
+    with pytest.raises(CrawlRequestError) as raised:
+        _seeds_file_request(many)
+    assert f"at most {MAX_SEEDS} seed URLs in one crawl, not {MAX_SEEDS + 1}" in str(raised.value)
+
+
+def test_a_seed_list_over_what_a_crawl_request_may_take_is_refused_with_a_size_to_split_to(
+    tmp_path: Path,
+) -> None:
+    listed = tmp_path / "long.txt"
+    urls = [
+        f"https://en.wikipedia.org/wiki/Some_rather_long_article_title_{n:08d}"
+        for n in range(80_000)
+    ]
+    listed.write_text("\n".join(urls), encoding="utf-8")
+    with pytest.raises(CrawlRequestError) as raised:
+        _seeds_file_request(listed)
+    size = len(encode(CrawlRequest(seeds=urls)))
+    fitting = int(re.findall(r"crawls of about (\d+) at most", str(raised.value))[0])
+    assert 0.98 < fitting * size / 80_000 / MAX_REQUEST_BYTES < 1.0
+    assert str(raised.value) == (
+        f"the crawl request takes {size / MIB:.1f} MiB, over the 4.0 MiB a crawl request may: "
+        f"split its 80000 seed URLs into crawls of about {fitting} at most"
+    )
+    listed.write_text("\n".join(urls[:fitting]), encoding="utf-8")
+    assert len(_seeds_file_request(listed).seeds) == fitting, "the size it names fits"
 
 
 def test_every_bad_option_is_reported_at_once() -> None:

@@ -19,7 +19,6 @@ from pydantic import SecretStr
 
 from frontier.api import (
     MAX_BODY_BYTES,
-    MAX_MESSAGE_BYTES,
     FieldError,
     Submissions,
     TableCrawlView,
@@ -32,7 +31,7 @@ from frontier.progress import ProgressBook
 from frontier.service import FrontierServiceSettings, start_api
 from schemas.crawls import CrawlState
 from schemas.progress import PartitionProgress
-from schemas.seeds import SEED_MESSAGE, CrawlCommand, CrawlRequest
+from schemas.seeds import MAX_REQUEST_BYTES, SEED_MESSAGE, CrawlCommand, CrawlRequest
 from schemas.serde import decode, encode
 from streamcrawl.apiserver import ApiServer
 from streamcrawl.exceptions import DeliveryError
@@ -279,7 +278,7 @@ async def test_a_request_that_encodes_over_the_topic_limit_is_413(
     seeds = [f"https://example.com/{n}/" + "p" * 7_000 for n in range(596)]
     seeds.append("https://example.com/last/")
     base = len(encode(CrawlRequest(crawl_id="c1", seeds=seeds)))
-    seeds[-1] += "p" * (MAX_MESSAGE_BYTES + 1 - base)  # encodes one byte over the limit
+    seeds[-1] += "p" * (MAX_REQUEST_BYTES + 1 - base)  # encodes one byte over the limit
     body = json.dumps({"seedUrls": seeds, "crawlId": "c1"}, separators=(",", ":")).encode()
     assert len(body) <= MAX_BODY_BYTES, "the body itself is under the cap"
 
