@@ -302,9 +302,9 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         per_seed = (size - base) / len(request.seeds)
         fitting = int((MAX_REQUEST_BYTES - base) / per_seed * 0.99)  # a margin for longer URLs
         raise CrawlRequestError(
-            f"the crawl request takes {size / MIB:.1f} MiB, over the {MAX_REQUEST_BYTES / MIB:.1f} "
-            f"MiB a crawl request may: split its {len(request.seeds)} seed URLs into crawls of "
-            f"about {fitting} at most"
+            f"the crawl request takes {size / MIB:.1f} MiB, over the "
+            f"{MAX_REQUEST_BYTES / MIB:.1f} MiB a crawl request may take: split its "
+            f"{len(request.seeds)} seed URLs into crawls of about {fitting} at most"
         )
     return request
 

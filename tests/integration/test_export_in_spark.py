@@ -8,6 +8,7 @@ it reads."""
 from __future__ import annotations
 
 import random
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -85,8 +86,10 @@ def generated(seed: int = 2) -> list[Edge]:
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """A local Spark on one core, bound to 127.0.0.1, no UI; its JVM stopped at the end."""
+    """A local Spark on one core, bound to 127.0.0.1, no UI; its JVM stopped at the end, and the
+    recursion limit PySpark raises (to 3000, while collecting) put back for the tests after."""
     scratch = tmp_path_factory.mktemp("spark")
+    recursion_limit = sys.getrecursionlimit()
     with pytest.MonkeyPatch.context() as environment:
         environment.setenv("SPARK_LOCAL_IP", "127.0.0.1")
         environment.setenv("PYSPARK_SUBMIT_ARGS", "--driver-memory 512m pyspark-shell")
@@ -106,6 +109,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
+        sys.setrecursionlimit(recursion_limit)
         gateway = SparkContext._gateway
         if gateway is not None:
             gateway.shutdown()

@@ -230,8 +230,8 @@ def test_a_seed_list_over_what_a_crawl_request_may_take_is_refused_with_a_size_t
     fitting = int(re.findall(r"crawls of about (\d+) at most", str(raised.value))[0])
     assert 0.98 < fitting * size / 80_000 / MAX_REQUEST_BYTES < 1.0
     assert str(raised.value) == (
-        f"the crawl request takes {size / MIB:.1f} MiB, over the 4.0 MiB a crawl request may: "
-        f"split its 80000 seed URLs into crawls of about {fitting} at most"
+        f"the crawl request takes {size / MIB:.1f} MiB, over the 4.0 MiB a crawl request may "
+        f"take: split its 80000 seed URLs into crawls of about {fitting} at most"
     )
     listed.write_text("\n".join(urls[:fitting]), encoding="utf-8")
     assert len(_seeds_file_request(listed).seeds) == fitting, "the size it names fits"
