@@ -90,7 +90,7 @@ def summary_lines(summary: CrawlSummary) -> list[str]:
     ]
     if summary.pages_by_status:
         by_status = ", ".join(f"{k}={v}" for k, v in summary.pages_by_status.items())
-        lines.append(f"pages by status: {by_status}")
+        lines.append(f"URLs by last outcome: {by_status}")
     if rejected:
         lines.append("out of scope: " + ", ".join(f"{k}={v}" for k, v in sorted(rejected.items())))
     if summary.top_pages is not None:

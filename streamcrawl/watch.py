@@ -6,7 +6,8 @@ and shows them until the crawl's status is done (set by the crawl's owner from t
 snapshots of every partition, DESIGN section 3 step 8): no timeout guesses that a crawl finished.
 On a terminal the display is a live `rich` table; elsewhere (a pipe, CI) a line every few seconds.
 An :class:`OutcomeTally` started before the crawl is submitted reads `outcomes` from that moment
-on and keeps the latest outcome of each of the crawl's URLs, for the summary's pages by status.
+on and keeps the latest outcome of each of the crawl's URLs, for the summary's "URLs by last
+outcome".
 """
 
 from __future__ import annotations

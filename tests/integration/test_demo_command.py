@@ -1,6 +1,6 @@
 """The README's crawl command (`streamcrawl demo`, run by `make crawl`) end to end on the session
 broker: it starts every built service, crawls the generated demo site until done, prints the
-summary and stops them. The summary's pages by status must be the site's ground truth."""
+summary and stops them. The summary's URLs by last outcome must be the site's ground truth."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.kafka
 
 
 def expected_by_status() -> str:
-    """The demo's pages by status as the summary prints them (ports do not change the counts)."""
+    """The demo's URLs by last outcome as the summary prints them (ports change no count)."""
     site = BoundSite(demo_site(), list(range(8001, 8001 + DEMO_HOSTS)))
     crawl = reference_crawl(site, 3, max_retries=3, refuse=lambda url: check_traps(url) is not None)
     counts = Counter(str(status) for status in crawl.statuses.values())
@@ -58,7 +58,7 @@ def test_demo_crawls_the_local_site_until_done(kafka_bootstrap: str, tmp_path: P
     assert "%6|" not in completed.stderr and "%6|" not in out, completed.stderr[-3000:]
     assert f"using the broker at {kafka_bootstrap}" in out
     assert "status: done" in out
-    assert f"pages by status: {expected_by_status()}\n" in out, out
+    assert f"URLs by last outcome: {expected_by_status()}\n" in out, out
     assert "metrics http://127.0.0.1:" in out and "api http://" in out, "ports are printed"
     assert "link graph not running" in out or "top pages by PageRank" in out
     assert "storage not running" in out or "WARC files:" in out
