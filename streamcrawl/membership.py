@@ -63,6 +63,10 @@ class MemberPublisher:
         self._producer.close()
 
 
+def stale_at_ms(member: members.Member) -> int:
+    """When the member's record stops counting as live unless it beats again."""
+    return member.updated_at + STALE_AFTER_BEATS * member.heartbeat_ms
+
+
 def is_live(member: members.Member, now_ms: int | None = None) -> bool:
-    age = (now_ms if now_ms is not None else now_millis()) - member.updated_at
-    return age <= STALE_AFTER_BEATS * member.heartbeat_ms
+    return (now_ms if now_ms is not None else now_millis()) <= stale_at_ms(member)

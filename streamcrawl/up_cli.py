@@ -9,6 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from schemas.base import now_millis
+from streamcrawl.apis import ServiceDirectory
 from streamcrawl.broker import LocalBroker
 from streamcrawl.console import say
 from streamcrawl.crawl_cli import (
@@ -19,6 +21,7 @@ from streamcrawl.crawl_cli import (
 )
 from streamcrawl.demo import demo_site
 from streamcrawl.exceptions import StreamcrawlError
+from streamcrawl.membership import stale_at_ms
 from streamcrawl.settings import Settings
 from streamcrawl.stack import ROLES, Stack, stack_env
 from streamcrawl.status import broker_answers, gather_status, instance_lines
@@ -85,6 +88,7 @@ def start_stack(
     created = create_topics(settings)
     say(f"topics ready ({len(created)} created)")
     scale = dict(_parse_scale(item) for item in args.scale)
+    refuse_a_running_stack(settings)
     stack = Stack(stack_env({}), Path(args.data_dir).parent / "logs")
     stack.start(scale, allow_private_networks=allow_private)
     interrupted = stopped or threading.Event()
@@ -104,6 +108,40 @@ def start_stack(
     for line in instance_lines(gather_status(settings)):
         say(line)
     return stack
+
+
+def refuse_a_running_stack(settings: Settings) -> None:
+    """`StreamcrawlError` when services already run on this broker under this topic prefix. A
+    second stack would start its instances under the same ids (`fetcher-0`, ...): each would fence
+    its namesake out of the consumer group (static membership), and the two stacks' supervisors
+    would restart them in turn until both gave up. Members of a stack killed a moment ago (no
+    tombstones) are waited for until they go stale; one that beats meanwhile is running."""
+    with ServiceDirectory(settings) as directory:
+        live = directory.live()
+        if not live:
+            return
+        names = ", ".join(sorted({member.instance for member in live}))
+        beats = {(member.role, member.instance): member.updated_at for member in live}
+        stale_in_s = (max(stale_at_ms(member) for member in live) - now_millis()) / 1000 + 1.0
+        say(
+            f"services are live on this broker ({names}); waiting for a heartbeat or for them to go"
+        )
+
+        def settled() -> bool:
+            now_live = directory.live()
+            return not now_live or any(
+                member.updated_at > beats.get((member.role, member.instance), -1)
+                for member in now_live
+            )
+
+        wait_until(settled, stale_in_s, interval_s=0.5)
+        if not directory.live():
+            return
+    raise StreamcrawlError(
+        f"another stack runs on {settings.kafka.bootstrap_servers} ({names}): crawl with it "
+        "(streamcrawl crawl URL), or stop it first (Ctrl-C where its `streamcrawl up` runs); a "
+        "second stack would fence its services out of their groups"
+    )
 
 
 def stack_ready(settings: Settings, stack: Stack) -> bool:

@@ -7,6 +7,7 @@ import json
 import random
 import string
 import threading
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -23,13 +24,17 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from schemas import crawls, members, seeds
+from schemas.base import now_millis
 from schemas.partitioning import partition_for_key
 from schemas.registry import ALL_TOPICS, producer_limits
 from schemas.seeds import CrawlCommand, CrawlRequest
 from schemas.serde import decode, encode
 from streamcrawl.cli import main
+from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.kafka import table_consumer_config
+from streamcrawl.settings import Settings
 from streamcrawl.table import TopicTable
+from streamcrawl.up_cli import refuse_a_running_stack
 from tests.support import Deployment, ServiceProcess, TopicReader, wait_for
 
 pytestmark = pytest.mark.kafka
@@ -254,6 +259,55 @@ def test_seed_publishes_a_seed_list_once_per_crawl_id_and_says_when_the_broker_r
         assert len(sent.poll(1.0)) == 1, "nothing more reached seeds"
     finally:
         sent.close()
+
+
+def test_up_refuses_to_start_a_second_stack_but_not_after_a_killed_one(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second `up` or `demo` would start `fetcher-0` again and fence the running one out of its
+    group; a stack killed a moment ago left members that only go stale."""
+    assert main(["topics", "create"]) == 0
+    settings = Settings()
+    producer = Producer({"bootstrap.servers": deployment.bootstrap})
+
+    def beat(instance: str) -> None:
+        member = members.Member(
+            role="fetcher",
+            instance=instance,
+            http_address="127.0.0.1:1",
+            partitions=[],
+            ready=True,
+            updated_at=now_millis(),
+            heartbeat_ms=1000,
+        )
+        producer.produce(
+            deployment.topic("members"), encode(member), members.key("fetcher", instance)
+        )
+        assert producer.flush(30) == 0
+
+    refuse_a_running_stack(settings)  # nothing runs: no wait
+
+    beat("fetcher-0")  # then killed: it never beats again
+    started = time.monotonic()
+    refuse_a_running_stack(settings)
+    assert 1.0 < time.monotonic() - started < 10.0, "it waited for the record to go stale"
+
+    running = threading.Event()
+
+    def keep_beating() -> None:
+        while not running.wait(0.3):
+            beat("fetcher-1")
+
+    beating = threading.Thread(target=keep_beating)
+    beat("fetcher-1")
+    beating.start()
+    try:
+        with pytest.raises(StreamcrawlError) as refused:
+            refuse_a_running_stack(settings)
+    finally:
+        running.set()
+        beating.join()
+    assert "another stack runs on" in str(refused.value) and "(fetcher-1)" in str(refused.value)
 
 
 def test_status_fails_when_the_broker_does_not_answer(
