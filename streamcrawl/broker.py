@@ -30,6 +30,7 @@ from types import TracebackType
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from streamcrawl.children import stopped_with_this_process
 from streamcrawl.exceptions import BrokerError
 from streamcrawl.settings import Settings
 
@@ -272,8 +273,9 @@ class LocalBroker:
             raise BrokerError(f"formatting {self.data_dir / 'data'} failed:\n{output}")
         logger.info("formatted %s as cluster %s", self.data_dir / "data", cluster_id)
 
-    def start(self, wait_s: float = 60.0) -> str:
-        """Start the broker (or find it running) and wait until it answers; return the bootstrap."""
+    def start(self, wait_s: float = 60.0, *, detached: bool = False) -> str:
+        """Start the broker (or find it running) and wait until it answers; return the bootstrap.
+        It stops when this process does, unless `detached` (`streamcrawl kafka start`)."""
         pid = self._live_pid()
         if pid is not None:
             logger.info("Kafka broker already running (pid %d)", pid)
@@ -287,8 +289,9 @@ class LocalBroker:
         with open(self.logs_dir / "console.out", "ab") as console:
             console.write(f"--- starting at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
             console.flush()
+            command = [*self._java(self.heap), "kafka.Kafka", str(self.config_path)]
             self._process = subprocess.Popen(
-                [*self._java(self.heap), "kafka.Kafka", str(self.config_path)],
+                command if detached else stopped_with_this_process(command),
                 stdin=subprocess.DEVNULL,
                 stdout=console,
                 stderr=subprocess.STDOUT,

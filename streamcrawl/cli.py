@@ -54,7 +54,7 @@ def cmd_kafka(args: argparse.Namespace, settings: Settings) -> int:
         say(f"broker jars in {broker.ensure_jars()}")
         return 0
     if args.action == "start":
-        bootstrap = broker.start()
+        bootstrap = broker.start(detached=True)
         say(f"kafka started on {bootstrap} in {broker.last_start_s or 0:.1f}s")
         say(f"bootstrap: {bootstrap}")
         return 0

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamcrawl.children import stopped_with_this_process
 from streamcrawl.exceptions import StreamcrawlError
 
 ROLES = ("frontier", "fetcher", "parser", "linkgraph", "storage")
@@ -142,7 +143,7 @@ class Stack:
         log_path = self.log_dir / f"{role}-{number}.log"
         with log_path.open("ab") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", role],
+                stopped_with_this_process([sys.executable, "-m", role]),
                 env=env,
                 cwd=self.cwd,
                 stdout=log,

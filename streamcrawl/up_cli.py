@@ -171,7 +171,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     so `up` after a stop resumes every crawl where it stood.
     """
     stopped = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal closed
         signal.signal(signum, lambda *_: stopped.set())
     broker = ensure_broker(settings, Path(args.data_dir))
     try:

@@ -26,6 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 from schemas import deadletter, members
 from schemas.registry import changelog_topic
 from schemas.topic import TopicSpec
+from streamcrawl.children import stopped_with_this_process
 from streamcrawl.settings import Settings
 from streamcrawl.topics import create_topics
 
@@ -99,7 +100,7 @@ class ServiceProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", self.module],
+            stopped_with_this_process([sys.executable, "-m", self.module]),
             cwd=REPO,
             env=self.env,
             stdout=log,

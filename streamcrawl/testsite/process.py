@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
+from streamcrawl.children import stopped_with_this_process
 from streamcrawl.testsite.graph import generate_site
 from streamcrawl.testsite.pages import BoundSite
 from streamcrawl.testsite.server import RequestRecord, ServedRequest, parse_request_line
@@ -65,7 +66,7 @@ class SiteProcess(RequestRecord):
         self.log_path.write_text("")
         command = [sys.executable, "-m", "streamcrawl.testsite", *self._arguments]
         self._process = subprocess.Popen(
-            [*command, "--log", str(self.log_path)],
+            stopped_with_this_process([*command, "--log", str(self.log_path)]),
             env=self._env,
             stdout=subprocess.PIPE,
             stderr=(self._work_dir / "site.err").open("ab"),

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from streamcrawl.children import stopped_with_this_process
 from tests.deploy.tools import binary
 
 START_TIMEOUT_S = 30.0
@@ -52,13 +53,15 @@ class PrometheusServer:
             self.url = f"http://127.0.0.1:{port}"
             with self.log_path.open("ab") as log:
                 self.process = subprocess.Popen(
-                    [
-                        binary("prometheus"),
-                        f"--config.file={self.config_path}",
-                        f"--storage.tsdb.path={self.root / 'data'}",
-                        f"--web.listen-address=127.0.0.1:{port}",
-                        "--storage.tsdb.retention.time=1h",
-                    ],
+                    stopped_with_this_process(
+                        [
+                            binary("prometheus"),
+                            f"--config.file={self.config_path}",
+                            f"--storage.tsdb.path={self.root / 'data'}",
+                            f"--web.listen-address=127.0.0.1:{port}",
+                            "--storage.tsdb.retention.time=1h",
+                        ]
+                    ),
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,

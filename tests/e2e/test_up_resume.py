@@ -1,6 +1,7 @@
 """`streamcrawl up` as a user runs it: ports printed, `status --json`, Ctrl-C mid-crawl, and `up`
 again resuming the crawl where it stood, with the same pages in the end as the ground truth; then
-`streamcrawl crawl` seeds and follows a second crawl on the same stack to its summary.
+`streamcrawl crawl` seeds and follows a second crawl on the same stack to its summary; a second
+`up` is refused, and `up` killed outright leaves no service running.
 
 `up` runs against the session broker (a configured bootstrap address that answers, so it starts
 no broker of its own) and serves the generated site's loopback hosts with
@@ -11,7 +12,9 @@ the SIGTERM `up` sends them, so nothing is fetched twice but what was in flight.
 from __future__ import annotations
 
 import json
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -75,7 +78,28 @@ def ups() -> Iterator[list[UpProcess]]:
     yield started
     for up in started:
         if up.process.poll() is None:
-            up.interrupt()  # `up` stops its services; a SIGKILL would orphan them
+            up.interrupt()  # an orderly stop (a SIGKILL would stop them too, without draining)
+
+
+def refuses_a_second_stack_and_stops_with_a_killed_up(
+    env: dict[str, str], cwd: Path, up: UpProcess
+) -> None:
+    """A second stack on the same broker would fence `up`'s services: refused. Then `up` killed
+    outright (no Ctrl-C, no SIGTERM to pass on): its services stop by themselves."""
+    data_dir = str(cwd / "kafka")
+    code, out, errors = cli(env, cwd, "up", "--allow-private-networks", "--data-dir", data_dir)
+    assert code == 2 and "another stack runs on" in errors, out + errors
+    assert up.process.poll() is None and "restarting" not in up.output()
+
+    ports = [int(port) for port in re.findall(r"metrics http://127\.0\.0\.1:(\d+)/", up.output())]
+    assert len(ports) == 5, up.output()  # fetcher, frontier, linkgraph, parser, storage
+    up.kill()
+    wait_for(lambda: not any(_listening(port) for port in ports), 60, "the services' stop")
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def cli(env: dict[str, str], cwd: Path, *args: str, timeout_s: float = 120) -> tuple[int, str, str]:
@@ -187,7 +211,8 @@ def test_up_stops_on_ctrl_c_mid_crawl_and_resumes_it(
         assert code == 0, crawled + errors
         assert "status: done" in crawled and "pages fetched: " in crawled, crawled
         assert len(server.page_requests()) > len(served), "the second crawl fetched its pages"
-        assert again.interrupt() == 0
+
+        refuses_a_second_stack_and_stops_with_a_killed_up(env, tmp_path, again)
 
     assert set(served) == reference.fetched
     repeats = Counter(served) - Counter(reference.attempts)
