@@ -36,6 +36,7 @@ from frontier.session import PartitionSession
 from schemas.canonical import url_fingerprint
 from schemas.crawls import CrawlState
 from schemas.fetch import FetchRequest
+from schemas.seeds import fetched_content_types
 
 
 def release_ready_hosts(session: PartitionSession) -> None:
@@ -184,7 +185,7 @@ def lease(
         deadline=deadline,
         politeness_delay_ms=request.politeness_delay_ms,
         respect_robots=request.respect_robots,
-        content_types=list(request.content_types),
+        content_types=fetched_content_types(request, entry.url),
         redirect_hops=entry.redirect_hops,
         follow_nofollow=request.follow_nofollow,
         etag=entry.etag,

@@ -57,6 +57,7 @@ from schemas import urls as urls_topic
 from schemas.canonical import canonical_url, host_key
 from schemas.links import MAX_TITLE_CHARS, LinkEdge, PageLinks, PageMeta
 from schemas.pages import FetchedPage
+from schemas.seeds import SITEMAP_MEDIA_TYPES
 from schemas.serde import PART_HEADROOM_BYTES, encode, split_into_parts
 from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
 
@@ -69,9 +70,7 @@ ParseStatus = Literal[
 BodyKind = Literal["html", "sitemap", "other"]
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-_SITEMAP_TYPES = frozenset(
-    {"application/xml", "text/xml", "application/gzip", "application/x-gzip"}
-)
+_SITEMAP_TYPES = frozenset(SITEMAP_MEDIA_TYPES)
 _UNTELLING_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
 _SITEMAP_SUFFIXES = (".xml", ".xml.gz")
 _SITEMAP_ROOTS = (b"<urlset", b"<sitemapindex", b":urlset", b":sitemapindex")

@@ -44,6 +44,27 @@ CONTENT_TYPE_ALIASES = {
 }
 """Words that stand for media types where a user gives content types (the API, the CLI)."""
 
+SITEMAP_MEDIA_TYPES = ("application/xml", "text/xml", "application/gzip", "application/x-gzip")
+"""The media types sitemaps are served as (sitemaps.org: XML, or XML gzipped)."""
+
+
+def looks_like_sitemap(url: str) -> bool:
+    """Whether a URL is where a sitemap would be: ``sitemap`` in its path (``/sitemap.xml``,
+    ``/wp-sitemap.xml``, ``/sitemaps/posts``), or a path ending ``.xml`` or ``.xml.gz`` (the files
+    a sitemap index lists)."""
+    path = urlsplit(url).path.lower()
+    return "sitemap" in path or path.endswith((".xml", ".xml.gz"))
+
+
+def fetched_content_types(request: CrawlRequest, url: str) -> list[str]:
+    """The media types a fetch of `url` keeps: the crawl's, and the sitemap types too where a
+    crawl that uses sitemaps fetches a sitemap-like URL, so its HTML-only default does not refuse
+    the very sitemaps it asked for (served as application/xml or gzip)."""
+    kept = list(request.content_types)
+    if request.use_sitemaps and kept and "*/*" not in kept and looks_like_sitemap(url):
+        kept += [media for media in SITEMAP_MEDIA_TYPES if media not in kept]
+    return kept
+
 
 def new_crawl_id() -> str:
     return uuid.uuid4().hex

@@ -461,3 +461,44 @@ def test_scores_partition_by_host_like_the_hosts_urls(partitions: int) -> None:
         assert scores.partition(host, partitions) == expected
         assert partition_for_key(outcomes.key(host).encode("utf-8"), partitions) == expected
     assert scores.key("https://host0.example/page") == "https://host0.example/page"
+
+
+@pytest.mark.parametrize(
+    ("url", "sitemap_like"),
+    [
+        ("https://example.com/sitemap.xml", True),
+        ("https://example.com/SITEMAP_INDEX.XML", True),
+        ("https://example.com/wp-sitemap-posts-post-1.xml", True),
+        ("https://example.com/sitemaps/posts", True),
+        ("https://example.com/feeds/2026/pages.xml.gz", True),
+        ("https://example.com/", False),
+        ("https://example.com/about.html", False),
+        ("https://example.com/page?format=sitemap", False),
+        ("https://example.com/archive.tar.gz", False),
+    ],
+)
+def test_sitemap_like_urls(url: str, sitemap_like: bool) -> None:
+    assert seeds.looks_like_sitemap(url) is sitemap_like
+
+
+def test_a_sitemap_crawl_keeps_sitemap_media_types_for_sitemap_like_urls_only() -> None:
+    html = ["text/html", "application/xhtml+xml"]
+    sitemaps = seeds.CrawlRequest(seeds=["https://example.com/"], use_sitemaps=True)
+    index = "https://example.com/sitemap_index.xml"
+    assert seeds.fetched_content_types(sitemaps, index) == [*html, *seeds.SITEMAP_MEDIA_TYPES]
+    assert seeds.fetched_content_types(sitemaps, "https://example.com/a") == html
+    without = seeds.CrawlRequest(seeds=["https://example.com/"])
+    assert seeds.fetched_content_types(without, index) == html
+    anything = seeds.CrawlRequest(
+        seeds=["https://example.com/"], use_sitemaps=True, content_types=["*/*"]
+    )
+    assert seeds.fetched_content_types(anything, index) == ["*/*"]
+    xml_too = seeds.CrawlRequest(
+        seeds=["https://example.com/"], use_sitemaps=True, content_types=["text/xml"]
+    )
+    assert seeds.fetched_content_types(xml_too, index) == [
+        "text/xml",
+        "application/xml",
+        "application/gzip",
+        "application/x-gzip",
+    ]
