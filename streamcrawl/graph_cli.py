@@ -212,7 +212,9 @@ def add_graph_command(commands: Any) -> None:
     rank = queries.add_parser("rank", help="rank now and print the ranking's summary")
     _common(rank)
     export = queries.add_parser("export", help="write the edge list (CSV) for Spark GraphFrames")
-    export.add_argument("--out", type=Path, required=True, metavar="FILE", help="the CSV file")
+    export.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="FILE", help="the CSV file"
+    )
     export.add_argument("--vertices", action="store_true", help="the vertex list instead")
     _common(export)
 
@@ -238,7 +240,7 @@ def cmd_graph(args: argparse.Namespace, settings: Settings) -> int:
         addresses = graph_api_addresses(settings)
         command = args.graph_command
         if command == "export":
-            return _export(addresses, args.out, args.vertices)
+            return _export(addresses, args.output, args.vertices)
         method = "POST" if command == "rank" else "GET"
         status, body = call_any(addresses, f"/v1/graph/{command}", _params(args), method)
     except GraphApiError as error:

@@ -572,8 +572,8 @@ def check_cli(deployment: Deployment, truth: FedGraph, tmp_path: Path) -> None:
             "domains": ["domains", "--json"],
             "farms": ["farms", "--json"],
             "syndication": ["syndication", "--json"],
-            "edges": ["export", "--out", str(edges)],
-            "vertices": ["export", "--vertices", "--out", str(vertices)],
+            "edges": ["export", "-o", str(edges)],
+            "vertices": ["export", "--vertices", "--output", str(vertices)],
         },
     )
     assert as_truth("out", printed_json(done["out"])) == truth.out_links(page.from_url)
