@@ -52,14 +52,6 @@ def site() -> Iterator[LocalSite]:
     local.stop()
 
 
-@pytest.fixture
-def started() -> Iterator[list[ServiceProcess]]:
-    processes: list[ServiceProcess] = []
-    yield processes
-    for process in processes:
-        process.kill()
-
-
 class Api:
     """A small HTTP client for the frontier's API; the token is sent unless told otherwise."""
 

@@ -66,14 +66,6 @@ def deployment(kafka_bootstrap: str, tmp_path: Path) -> Deployment:
     return deployment
 
 
-@pytest.fixture
-def started() -> Iterator[list[ServiceProcess]]:
-    processes: list[ServiceProcess] = []
-    yield processes
-    for process in processes:
-        process.kill()
-
-
 def fetcher(
     deployment: Deployment, started: list[ServiceProcess], instance: str = "fetcher-a", **env: str
 ) -> ServiceProcess:

@@ -57,14 +57,6 @@ def site() -> Iterator[LocalSite]:
     local.stop()
 
 
-@pytest.fixture
-def started() -> Iterator[list[ServiceProcess]]:
-    processes: list[ServiceProcess] = []
-    yield processes
-    for process in processes:
-        process.kill()
-
-
 def run_stack(deployment: Deployment, started: list[ServiceProcess]) -> None:
     extra = {"fetcher": {"STREAMCRAWL_FETCHER__ALLOWED_NETWORKS": '["127.0.0.0/8"]'}}
     for role in ("frontier", "fetcher", "parser"):

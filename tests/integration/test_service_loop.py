@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,14 +38,6 @@ def deployment(kafka_bootstrap: str, tmp_path: Path) -> Deployment:
     deployment = Deployment(kafka_bootstrap, tmp_path, partitions=1)
     deployment.create_for_role("ledger", ("in",), ("out",))
     return deployment
-
-
-@pytest.fixture
-def started() -> Iterator[list[ServiceProcess]]:
-    processes: list[ServiceProcess] = []
-    yield processes
-    for process in processes:
-        process.kill()
 
 
 def ledger(

@@ -79,14 +79,6 @@ def site() -> Iterator[LocalSite]:
     local.stop()
 
 
-@pytest.fixture
-def started() -> Iterator[list[ServiceProcess]]:
-    processes: list[ServiceProcess] = []
-    yield processes
-    for process in processes:
-        process.kill()
-
-
 def test_a_sitemap_crawl_fetches_the_sitemaps_and_every_page_they_list(
     kafka_bootstrap: str, tmp_path: Path, site: LocalSite, started: list[ServiceProcess]
 ) -> None:
