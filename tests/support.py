@@ -25,6 +25,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 
 from schemas import deadletter, members
 from schemas.registry import changelog_topic
+from schemas.seeds import CrawlRequest
+from schemas.serde import encode
 from schemas.topic import TopicSpec
 from streamcrawl.children import stopped_with_this_process
 from streamcrawl.settings import Settings
@@ -80,6 +82,12 @@ class Deployment:
 
     def create(self, specs: tuple[TopicSpec, ...]) -> None:
         create_topics(self.settings(), specs)
+
+    def publish_crawl(self, request: CrawlRequest) -> None:
+        """The request on `seeds`, keyed by its crawl id, as `streamcrawl seed` sends it."""
+        produce_json(
+            self.bootstrap, self.topic("seeds"), [(request.crawl_id, encode(request))], raw=True
+        )
 
     def create_for_role(self, role: str, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> None:
         """The role's input and output topics, its changelog, and the registry's shared topics."""

@@ -35,7 +35,6 @@ from frontier.traps import check_traps
 from linkgraph.routing import RANKER_ROLE
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from schemas.serde import encode
 from streamcrawl.apis import ServiceDirectory
 from streamcrawl.broker import LocalBroker, default_libs_dir, free_ports
 from streamcrawl.stack import Stack
@@ -50,7 +49,7 @@ from tests.bench.stage_metrics import (
     proc_usage,
     topic_records,
 )
-from tests.support import REPO, Deployment, produce_json
+from tests.support import REPO, Deployment
 
 RESULTS = REPO / "tests" / "bench" / "RESULTS.md"
 POLITENESS_OFF = {
@@ -147,8 +146,7 @@ def run_pipeline(
             politeness_delay_ms=0,
             max_retries=1,
         )
-        seed = [(request.crawl_id, encode(request))]
-        produce_json(bootstrap, deployment.topic("seeds"), seed, raw=True)
+        deployment.publish_crawl(request)
         # The services' own member records: the link graph's ranker publishes one more, under
         # the same instance id, whose address is the graph API's (no /metrics).
         sampler = StageSampler(

@@ -24,14 +24,14 @@ from confluent_kafka import Consumer, TopicPartition
 from schemas import links, members, outcomes
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from schemas.serde import decode, encode
+from schemas.serde import decode
 from streamcrawl.kafka import table_consumer_config
 from streamcrawl.membership import is_live
 from streamcrawl.stack import NOT_BUILT_EXIT, Stack
 from streamcrawl.table import TopicTable
 from streamcrawl.testsite.process import SiteProcess
 from streamcrawl.watch import CrawlView, CrawlWatcher
-from tests.support import REPO, Deployment, produce_json
+from tests.support import REPO, Deployment
 
 FAST_TIMERS = {
     "STREAMCRAWL_FRONTIER__RETRY_BASE_MS": "100",
@@ -99,12 +99,7 @@ class EndToEnd:
 
     def seed(self, **options: Any) -> CrawlRequest:
         request = CrawlRequest(seeds=[self.server.site.seed_url], **options)
-        produce_json(
-            self.bootstrap,
-            self.deployment.topic("seeds"),
-            [(request.crawl_id, encode(request))],
-            raw=True,
-        )
+        self.deployment.publish_crawl(request)
         return request
 
     def wait_done(

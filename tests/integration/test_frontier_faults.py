@@ -15,10 +15,10 @@ from confluent_kafka import Message
 from schemas import crawls
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from schemas.serde import decode, encode
+from schemas.serde import decode
 from streamcrawl.crashpoints import CRASH_EXIT_CODE
 from streamcrawl.demo import DemoSite
-from tests.support import Deployment, ServiceProcess, TopicReader, produce_json
+from tests.support import Deployment, ServiceProcess, TopicReader
 
 pytestmark = pytest.mark.kafka
 
@@ -42,12 +42,7 @@ def crawl_demo(kafka_bootstrap: str, root: Path, crash_at: str | None) -> list[s
         start("fetcher", STREAMCRAWL_FETCHER__ALLOWED_NETWORKS='["127.0.0.0/8"]')
         start("parser")
         request = CrawlRequest(seeds=[site.seed_url], max_depth=3, politeness_delay_ms=0)
-        produce_json(
-            deployment.bootstrap,
-            deployment.topic("seeds"),
-            [(request.crawl_id, encode(request))],
-            raw=True,
-        )
+        deployment.publish_crawl(request)
         if crash_at:
             assert frontier.wait(120) == CRASH_EXIT_CODE, frontier.log_tail()
             start("frontier")

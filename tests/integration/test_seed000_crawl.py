@@ -17,8 +17,8 @@ import pytest
 from schemas import crawls
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from schemas.serde import decode, encode
-from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader, produce_json
+from schemas.serde import decode
+from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader
 
 pytestmark = pytest.mark.kafka
 
@@ -106,12 +106,7 @@ def test_seed_000_example_through_the_real_services(
         exclude_pattern="/blog/",
         politeness_delay_ms=0,
     )
-    produce_json(
-        deployment.bootstrap,
-        deployment.topic("seeds"),
-        [(request.crawl_id, encode(request))],
-        raw=True,
-    )
+    deployment.publish_crawl(request)
     states = TopicReader(deployment.bootstrap, deployment.topic("crawls"))
 
     def status(messages: list[object]) -> str | None:

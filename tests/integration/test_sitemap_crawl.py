@@ -19,8 +19,8 @@ import pytest
 from schemas import crawls
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from schemas.serde import decode, encode
-from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader, produce_json
+from schemas.serde import decode
+from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader
 
 pytestmark = pytest.mark.kafka
 
@@ -91,12 +91,7 @@ def test_a_sitemap_crawl_fetches_the_sitemaps_and_every_page_they_list(
     request = CrawlRequest(
         seeds=[site.url("/")], max_depth=2, use_sitemaps=True, politeness_delay_ms=0
     )
-    produce_json(
-        deployment.bootstrap,
-        deployment.topic("seeds"),
-        [(request.crawl_id, encode(request))],
-        raw=True,
-    )
+    deployment.publish_crawl(request)
     states = TopicReader(deployment.bootstrap, deployment.topic("crawls"))
 
     def done(messages: list[object]) -> bool:

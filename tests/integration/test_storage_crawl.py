@@ -13,11 +13,11 @@ from confluent_kafka import Message
 from schemas import crawls
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from schemas.serde import decode, encode
+from schemas.serde import decode
 from storage.tools import export_crawl
 from streamcrawl.demo import DemoSite, blog_post, doc_page
 from tests.integration.storage_support import get, get_json, warc_records
-from tests.support import Deployment, ServiceProcess, TopicReader, produce_json, wait_for
+from tests.support import Deployment, ServiceProcess, TopicReader, wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -58,12 +58,7 @@ def test_a_crawl_of_the_demo_site_is_stored_whole(kafka_bootstrap: str, tmp_path
                 ServiceProcess(role, deployment.env(f"{role}-1", **extra), log).start()
             )
         request = CrawlRequest(seeds=[site.seed_url], max_depth=3, politeness_delay_ms=0)
-        produce_json(
-            deployment.bootstrap,
-            deployment.topic("seeds"),
-            [(request.crawl_id, encode(request))],
-            raw=True,
-        )
+        deployment.publish_crawl(request)
         states = TopicReader(deployment.bootstrap, deployment.topic("crawls"))
         states.read_until(lambda ms: crawl_status(ms) == "done", 180, "the crawl done")
         states.close()
