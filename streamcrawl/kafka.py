@@ -74,7 +74,7 @@ def consumer_config(
     group_id: str,
     *,
     assignor: str = "cooperative-sticky",
-    static_member: bool = True,
+    static_member: bool,
 ) -> dict[str, Any]:
     config: dict[str, Any] = {
         "group.id": group_id,

@@ -79,7 +79,7 @@ def build_loop(spec: ServiceSpec, handler: Handler, settings: Settings) -> Servi
             settings,
             spec.group_id,
             assignor=spec.assignor,
-            static_member=settings.loop.static_membership,
+            static_member=settings.static_member,
         )
     )
     return ServiceLoop(

@@ -119,7 +119,11 @@ class LoopSettings(BaseModel):
     """How long a consumer that lost its partitions may take to rejoin before the service exits
     (a supervisor restarts it with a fresh client)."""
     static_membership: bool = True
-    """`group.instance.id` per instance, so a restart keeps its partitions without a rebalance."""
+    """`group.instance.id` per instance, so a restart keeps its partitions without a rebalance.
+    Only under an instance id that was given (`Settings.static_member`). The price: an instance
+    stopped for good (scaled in) leaves its partitions unserved for `session_timeout_ms`, as a
+    static member never leaves its group; turn it off where instances come and go (the fetchers
+    and parsers of a Kubernetes Deployment)."""
 
 
 class HttpSettings(BaseModel):
@@ -151,3 +155,13 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     crash_at: str | None = None
     """Name of a crash point (`streamcrawl.crashpoints`) at which the process dies; tests only."""
+
+    @property
+    def static_member(self) -> bool:
+        """Whether the consumers join their groups as static members: with `static_membership`
+        and an instance id that was given (STREAMCRAWL_INSTANCE_ID), which a restart keeps. The
+        default id (host-pid) is new at every start, so a static member under it would keep
+        the partitions of a stopped process unserved for a session timeout and give nothing
+        back; without one, a stopping instance leaves its groups and its partitions move at
+        once."""
+        return self.loop.static_membership and "instance_id" in self.model_fields_set

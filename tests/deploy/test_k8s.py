@@ -95,6 +95,10 @@ def test_each_stage_runs_the_image_with_its_command_ports_and_probes() -> None:
         assert names["STREAMCRAWL_HTTP__HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == (
             "status.podIP"
         )
+        # Pods of a Deployment are not restarted under their name: static members would hold
+        # a scaled-in pod's partitions for a session timeout. A StatefulSet's pods are.
+        static = names.get("STREAMCRAWL_LOOP__STATIC_MEMBERSHIP", {}).get("value", "true")
+        assert static == ("false" if _workload(role)["kind"] == "Deployment" else "true"), role
         problems = [p for name in names if (p := check(role, name))]
         assert not [p for p in problems if not p.startswith("unchecked")], problems
 

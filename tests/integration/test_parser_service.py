@@ -3,18 +3,21 @@ out; poison pages to the dead-letter topic and the partition moving on."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Message
+from confluent_kafka import KafkaException, Message
+from confluent_kafka.admin import AdminClient, MemberDescription
 
 from schemas import links, urls
 from schemas.deadletter import DeadLetter
 from schemas.pages import FetchedPage
 from schemas.registry import ALL_TOPICS
 from schemas.serde import decode, encode_page
-from tests.support import Deployment, ServiceProcess, TopicReader, produce_json
+from tests.support import Deployment, ServiceProcess, TopicReader, produce_json, wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -109,3 +112,67 @@ def _reports_and_their_batches(messages: list[Message], reports: int) -> bool:
     read = [d for d in discovered if isinstance(d, urls.ParseReport)]
     batches = sum(isinstance(d, urls.DiscoveredUrls) for d in discovered)
     return len(read) >= reports and batches >= sum(r.discovered_messages for r in read)
+
+
+SESSION_TIMEOUT_MS = 120_000
+"""Longer than any wait below: a member that stays after its process stopped is a static one."""
+
+
+def test_an_instance_without_an_id_leaves_its_group_and_one_with_an_id_is_static(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The default instance id (host-pid) is new at every start, so a static member under it
+    would hold a stopped parser's partitions, unserved, for a whole session timeout: without a
+    given id the parser is a dynamic member, and its partitions move when it stops."""
+    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
+    deployment.create(ALL_TOPICS)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    group = deployment.topic("parser")
+
+    def members() -> list[MemberDescription]:
+        """The group's members as its coordinator describes them. On a fresh broker the
+        coordinator is still loading, or not yet elected, for a while: asked again."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                return list(admin.describe_consumer_groups([group])[group].result(30).members)
+            except (KafkaException, FutureTimeout):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def started(name: str, instance_id: str | None) -> ServiceProcess:
+        env = deployment.env(instance_id or "unused")
+        env["STREAMCRAWL_LOOP__SESSION_TIMEOUT_MS"] = str(SESSION_TIMEOUT_MS)
+        if instance_id is None:
+            del env["STREAMCRAWL_INSTANCE_ID"]
+        return ServiceProcess("parser", env, tmp_path / f"{name}.log").start()
+
+    anonymous = started("anonymous", None)
+    named = started("named", "parser-b")
+    try:
+        wait_for(lambda: len(members()) == 2, 60, "both parsers in the group")
+        instance_ids = sorted(str(m.group_instance_id) for m in members())
+        assert instance_ids == ["None", f"{group}.parser-b"]
+
+        anonymous.terminate()
+        assert anonymous.wait(60) == 0, anonymous.log_tail()
+        wait_for(
+            lambda: [str(m.group_instance_id) for m in members()] == [f"{group}.parser-b"],
+            60,
+            "the stopped parser gone from the group",
+        )
+        wait_for(
+            lambda: sum(len(m.assignment.topic_partitions) for m in members()) >= 2,
+            60,
+            "the named parser holding the stopped one's partition too",
+        )
+
+        named.terminate()
+        assert named.wait(60) == 0, named.log_tail()
+        assert [str(m.group_instance_id) for m in members()] == [f"{group}.parser-b"], (
+            "a static member keeps its place after it stops, for a restart to take it back"
+        )
+    finally:
+        anonymous.kill()
+        named.kill()

@@ -69,6 +69,20 @@ def test_variables_take_the_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Settings().log_level == "DEBUG"
 
 
+def test_only_a_given_instance_id_makes_a_static_member(monkeypatch: pytest.MonkeyPatch) -> None:
+    default = Settings()
+    assert default.instance_id.endswith(f"-{os.getpid()}")
+    assert not default.static_member, "host-pid is new at every start: nothing to keep"
+
+    monkeypatch.setenv("STREAMCRAWL_INSTANCE_ID", "fetcher-0")
+    assert Settings().static_member
+    assert Settings().model_copy(update={"log_level": "DEBUG"}).static_member
+    assert Settings(instance_id="fetcher-1").static_member
+
+    monkeypatch.setenv("STREAMCRAWL_LOOP__STATIC_MEMBERSHIP", "false")
+    assert not Settings().static_member
+
+
 def test_nested_fields_use_double_underscore(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS", "broker-1:9092,broker-2:9092")
     monkeypatch.setenv("STREAMCRAWL_KAFKA__PARTITIONS", "12")
