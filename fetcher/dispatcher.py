@@ -45,6 +45,7 @@ from fetcher.results import (
     SentHook,
     internal_error_outcome,
     robots_denied_outcome,
+    robots_unreachable_outcome,
 )
 from fetcher.robots import RobotsCache, robots_origin
 from fetcher.settings import FetcherSettings
@@ -348,6 +349,12 @@ class Dispatcher:
                     await self._fetch_robots(self._robots, job, grant, on_sent)
                     return
                 # No http(s) origin, so no robots.txt: fetch() reports the URL as unfetchable.
+            elif rules.failure is not None:
+                self._politeness.cancel(grant)
+                metrics.ROBOTS_UNREACHABLE.inc()
+                wait_s = rules.expires_at - self._clock.monotonic()
+                self._finish(job, robots_unreachable_outcome(request, rules.failure, wait_s))
+                return
             elif not rules.allows(request.url):
                 self._politeness.cancel(grant)
                 metrics.ROBOTS_DENIED.inc()

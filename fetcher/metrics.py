@@ -111,6 +111,11 @@ ROBOTS_DENIED = Counter(
     "streamcrawl_fetcher_robots_denied_total",
     "Requests not fetched because robots.txt disallows them",
 )
+ROBOTS_UNREACHABLE = Counter(
+    "streamcrawl_fetcher_robots_unreachable_total",
+    "Requests postponed, or failed when the cause is permanent, because their robots.txt "
+    "could not be read",
+)
 BLOCKED_ADDRESSES = Counter(
     "streamcrawl_fetcher_blocked_addresses_total",
     "Fetches refused because a host resolved to a blocked address",

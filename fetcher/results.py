@@ -192,6 +192,27 @@ def robots_denied_outcome(
     )
 
 
+def robots_unreachable_outcome(
+    request: FetchRequest, failure: Failure, retry_after_s: float
+) -> FetchOutcome:
+    """robots.txt could not be read, so nothing of its origin is fetched (RFC 9309 2.3.1.4).
+    That is no verdict on the URL: it is retried once robots.txt is asked for again
+    (``retry_after_s``, when the unreachable rules expire), and fails for good only when the
+    failure will not change (a host that does not resolve, a blocked address)."""
+    return FetchOutcome(
+        crawl_id=request.crawl_id,
+        url=request.url,
+        host=request.host,
+        lease_id=request.lease_id,
+        depth=request.depth,
+        kind=failure.kind,
+        error=f"robots.txt unreachable: {failure.message()}"[:500],
+        reason=failure.reason.value,
+        retry_after_ms=None if failure.kind == "permanent" else round(max(retry_after_s, 0) * 1000),
+        fetched_at=now_millis(),
+    )
+
+
 def internal_error_outcome(request: FetchRequest) -> FetchOutcome:
     """The fetcher failed for a reason of its own (a bug): retryable, so the URL is not lost."""
     return FetchOutcome(

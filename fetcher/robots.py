@@ -11,6 +11,9 @@ behaviour:
 - 4xx other than 429: no robots.txt, everything allowed, kept for the full TTL (24 h).
 - 429, 5xx, timeouts, network errors and refused addresses: everything disallowed, and the file is
   asked for again after ``error_ttl_s`` (30 min), so a broken server is never read as "allow".
+  Such rules are *unreachable* (:attr:`RobotsRules.failure` says why): the URLs they hold back
+  are not denied but postponed until the file is asked for again (`fetcher.results`), or failed
+  for good when the failure is (a host that does not resolve, a blocked address).
 
 Crawl-delay for the configured user-agent token is exposed capped at 60 s, Sitemap lines resolved
 against the robots.txt URL. A robots.txt fetch is a request to the host like any other: when
@@ -33,6 +36,7 @@ from protego import Protego
 from pydantic import BaseModel, ConfigDict, Field
 
 from fetcher import metrics
+from fetcher.errors import Failure, Reason, retryable
 from fetcher.http import FetchLimits, fetch
 from fetcher.results import FetchResult, FetchTarget, SentHook
 from fetcher.urls import origin
@@ -84,6 +88,8 @@ class RobotsRules:
     """The last HTTP status of the fetch (None: no response), for politeness feedback."""
     reason: str = ""
     """Why there are no parsed rules (``http 404``, ``timeout: ...``), for logs."""
+    failure: Failure | None = None
+    """Why robots.txt could not be read, for ``disallow_all`` rules only (RFC 9309 2.3.1.4)."""
     crawl_delay_s: float | None = None
     sitemaps: tuple[str, ...] = ()
     parser: Protego | None = field(default=None, repr=False, compare=False)
@@ -204,8 +210,8 @@ class RobotsCache:
         elif status is not None and 400 <= status < 500 and status != 429:
             rules = self._unavailable(origin, f"http {status}")
         else:
-            reason = result.failure.message() if result.failure else f"{result.kind} {status}"
-            rules = self._unreachable(origin, reason)
+            failure = result.failure or retryable(Reason.BAD_RESPONSE, f"{result.kind} {status}")
+            rules = self._unreachable(origin, failure)
         return replace(rules, status=status)
 
     def _parsed(self, origin: str, url: str, result: FetchResult) -> RobotsRules:
@@ -242,12 +248,13 @@ class RobotsCache:
             reason=reason,
         )
 
-    def _unreachable(self, origin: str, reason: str) -> RobotsRules:
+    def _unreachable(self, origin: str, failure: Failure) -> RobotsRules:
         """robots.txt could not be read (RFC 9309 2.3.1.4): crawl nothing, ask again soon."""
         return RobotsRules(
             origin=origin,
             verdict="disallow_all",
             expires_at=self._clock.monotonic() + self._settings.error_ttl_s,
             user_agent=self._settings.user_agent_token,
-            reason=reason,
+            reason=failure.message(),
+            failure=failure,
         )

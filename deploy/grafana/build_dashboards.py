@@ -224,9 +224,13 @@ def fetcher_row() -> list[Panel]:
             [target("sum(streamcrawl_fetcher_requests_in_flight)", "in flight")],
         ),
         timeseries(
-            "Robots denials, blocked addresses and expired leases",
+            "Robots denials, unreachable robots.txt, blocked addresses and expired leases",
             [
                 target(f"sum(rate(streamcrawl_fetcher_robots_denied_total[{RATE}]))", "robots"),
+                target(
+                    f"sum(rate(streamcrawl_fetcher_robots_unreachable_total[{RATE}]))",
+                    "robots.txt unreachable",
+                ),
                 target(
                     f"sum(rate(streamcrawl_fetcher_blocked_addresses_total[{RATE}]))", "blocked"
                 ),

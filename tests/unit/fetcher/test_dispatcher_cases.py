@@ -294,6 +294,58 @@ async def test_robots_txt_off_for_a_crawl_is_not_asked() -> None:
     assert paths == ["/a"], "robots.txt was never fetched"
 
 
+async def test_an_unreachable_robots_txt_postpones_its_urls_instead_of_denying_them() -> None:
+    """RFC 9309 2.3.1.4: a robots.txt answering 503 means crawl nothing of the origin for now.
+    Its URLs are retried once the file is asked for again (after ``error_ttl_s``), not finished
+    as robots_denied, which would drop them from the crawl for one bad answer."""
+    paths: list[str] = []
+
+    async def any_path(request: web.Request) -> web.StreamResponse:
+        paths.append(request.path)
+        if request.path == "/robots.txt":
+            return web.Response(status=503, text="overloaded")
+        return web.Response(text="page", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", any_path)
+    before = REGISTRY.get_sample_value("streamcrawl_fetcher_robots_unreachable_total") or 0.0
+    async with app_server(app) as server:
+        finishes = await _run([_request(server, "/a", 0), _request(server, "/b", 1)])
+    assert paths == ["/robots.txt"], "no page of the origin is fetched"
+    error_ttl_ms = SETTINGS.robots.error_ttl_s * 1000
+    for outcome in finishes.outcomes():
+        assert (outcome["kind"], outcome["reason"], outcome["status"]) == (
+            "retryable",
+            "http_status",
+            None,
+        )
+        assert outcome["error"] == "robots.txt unreachable: http_status: 503"
+        retry_after_ms = outcome["retry_after_ms"]
+        assert isinstance(retry_after_ms, int)
+        assert error_ttl_ms - 60_000 < retry_after_ms <= error_ttl_ms, "when it is asked again"
+    after = REGISTRY.get_sample_value("streamcrawl_fetcher_robots_unreachable_total") or 0.0
+    assert after - before == 2
+
+
+async def test_a_robots_txt_that_cannot_ever_be_read_fails_its_urls_for_good() -> None:
+    """A host resolving to an address outside the allow-list will not be fetched however often
+    it is asked: its URLs fail permanently, with the reason, and are not retried."""
+
+    async def page(request: web.Request) -> web.StreamResponse:
+        return web.Response(text="page", content_type="text/html")
+
+    loopback_refused = SETTINGS.model_copy(update={"allowed_networks": ()})
+    async with app_server(_app(page)) as server:
+        finishes = await _run([_request(server, "/a", 0)], loopback_refused)
+    (outcome,) = finishes.outcomes()
+    assert (outcome["kind"], outcome["reason"], outcome["retry_after_ms"]) == (
+        "permanent",
+        "blocked_address",
+        None,
+    )
+    assert str(outcome["error"]).startswith("robots.txt unreachable: blocked_address")
+
+
 async def test_retry_after_in_seconds_and_as_a_date_holds_the_host_back() -> None:
     """A 429's Retry-After goes on the outcome and keeps the host's next request back that long,
     measured at the server; an HTTP date counts from now."""

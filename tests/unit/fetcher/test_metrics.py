@@ -30,6 +30,7 @@ NAMES = (
     "streamcrawl_fetcher_request_duration_seconds_sum",
     "streamcrawl_fetcher_response_bytes_total",
     "streamcrawl_fetcher_robots_denied_total",
+    "streamcrawl_fetcher_robots_unreachable_total",
     "streamcrawl_fetcher_blocked_addresses_total",
     "streamcrawl_fetcher_leases_expired_total",
     "streamcrawl_fetcher_requests_in_flight",
