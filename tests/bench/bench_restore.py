@@ -85,7 +85,8 @@ def bare_restore(bootstrap: str, topic: str, entries: int, path: Path) -> float:
     seen = 0
     while seen < entries:
         batch = WriteBatch(raw_mode=True)
-        for message in consumer.consume(10_000, 1.0):
+        # A short wait: consume() returns early only on a full batch, so the last one waits.
+        for message in consumer.consume(10_000, 0.05):
             if message.error() is None:
                 batch.put(message.key(), message.value())
                 seen += 1
