@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from streamcrawl import crawl_cli, graph_cli, page_cli, up_cli
+from streamcrawl import crawl_cli, deadletter_cli, graph_cli, page_cli, up_cli
 from streamcrawl.broker import LocalBroker
 from streamcrawl.console import say
 from streamcrawl.exceptions import StreamcrawlError
@@ -144,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     up_cli.add_commands(commands)  # up, demo
     graph_cli.add_graph_command(commands)
     page_cli.add_commands(commands)  # page, storage
+    deadletter_cli.add_command(commands)
     return parser
 
 
@@ -156,6 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (StreamcrawlError, KafkaException, TimeoutError) as error:
         sys.stderr.write(f"streamcrawl: {error}\n")
         return 2
+    except BrokenPipeError:
+        # The reader left (`| head`): stop quietly, and keep Python's exit flush from failing too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -3,9 +3,12 @@ the partitioner, against the real broker."""
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import string
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -25,6 +28,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from schemas import crawls, members, seeds
 from schemas.base import now_millis
+from schemas.deadletter import dead_letter
+from schemas.outcomes import FetchOutcome
 from schemas.partitioning import partition_for_key
 from schemas.registry import ALL_TOPICS, producer_limits
 from schemas.seeds import CrawlCommand, CrawlRequest
@@ -35,7 +40,7 @@ from streamcrawl.kafka import table_consumer_config
 from streamcrawl.settings import Settings
 from streamcrawl.table import TopicTable
 from streamcrawl.up_cli import refuse_a_running_stack
-from tests.support import Deployment, ServiceProcess, TopicReader, wait_for
+from tests.support import REPO, Deployment, ServiceProcess, TopicReader, produce_json, wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -308,6 +313,141 @@ def test_up_refuses_to_start_a_second_stack_but_not_after_a_killed_one(
         running.set()
         beating.join()
     assert "another stack runs on" in str(refused.value) and "(fetcher-1)" in str(refused.value)
+
+
+def test_deadletters_lists_a_crawls_dead_urls_and_counts_them_by_stage_and_reason(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The frontier's dead URLs carry their outcome (crawl and URL); a parser's poison page
+    does not; something that is no DeadLetter at all is shown, not skipped."""
+    assert main(["topics", "create"]) == 0
+    capsys.readouterr()
+
+    def outcome(crawl_id: str, url: str, status: int) -> bytes:
+        return encode(
+            FetchOutcome(
+                crawl_id=crawl_id,
+                url=url,
+                host="example.org",
+                lease_id=f"lease-{url}",
+                kind="permanent",
+                status=status,
+                fetched_at=now_millis(),
+            )
+        )
+
+    source = deployment.topic("outcomes")
+    letters = [
+        (
+            "example.org",
+            dead_letter(
+                "frontier",
+                source,
+                0,
+                7,
+                "permanent: status 404",
+                outcome("c1", "https://example.org/gone", 404),
+            ),
+        ),
+        (
+            "example.org",
+            dead_letter(
+                "frontier",
+                source,
+                0,
+                9,
+                "retries_exhausted: status 503",
+                outcome("c1", "https://example.org/busy", 503),
+            ),
+        ),
+        (
+            "example.org",
+            dead_letter(
+                "frontier",
+                source,
+                1,
+                3,
+                "permanent: status 410",
+                outcome("c2", "https://example.org/other", 410),
+            ),
+        ),
+        (
+            "https://example.org/p",
+            dead_letter(
+                "parser",
+                deployment.topic("pages"),
+                2,
+                5,
+                "undecodable: page envelope has no newline",
+                b"\x00binary",
+            ),
+        ),
+    ]
+    produce_json(
+        deployment.bootstrap,
+        deployment.topic("deadletter"),
+        [(key, encode(letter)) for key, letter in letters] + [("junk", b"not a letter")],
+        raw=True,
+    )
+
+    code, out = run_cli(capsys, "deadletters", "--crawl-id", "c1")
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split("  ", 1)[1] for line in lines[:2]] == [
+        "frontier  https://example.org/gone  permanent: status 404",
+        "frontier  https://example.org/busy  retries_exhausted: status 503",
+    ]
+    assert lines[2] == ("2 dead letters of crawl c1; frontier: permanent=1, retries_exhausted=1")
+
+    code, out = run_cli(capsys, "deadletters", "--limit", "1")
+    lines = out.splitlines()
+    assert "not a dead letter" in lines[0] and len(lines) == 2
+    assert lines[1] == (
+        "5 dead letters, the last 1 listed; ?: not a dead letter=1; "
+        "frontier: permanent=2, retries_exhausted=1; parser: undecodable=1"
+    )
+
+    code, out = run_cli(capsys, "deadletters", "--stage", "parser", "--json")
+    (document,) = [json.loads(line) for line in out.splitlines()]
+    assert (document["key"], document["crawl_id"], document["url"]) == (
+        "https://example.org/p",
+        None,
+        None,
+    )
+    assert base64.urlsafe_b64decode(document["payload"]) == b"\x00binary"
+    assert (document["topic"], document["partition"], document["offset"]) == (
+        deployment.topic("pages"),
+        2,
+        5,
+    )
+
+    code, out = run_cli(capsys, "deadletters", "--crawl-id", "c9")
+    assert (code, out) == (0, "no dead letters of crawl c9\n")
+
+
+def test_a_reader_that_leaves_early_stops_the_command_quietly(deployment: Deployment) -> None:
+    """`streamcrawl deadletters --json | head`: the pipe closes under the command, which exits
+    141 (as one killed by SIGPIPE) without a traceback."""
+    assert main(["topics", "create"]) == 0
+    letter = dead_letter("parser", deployment.topic("pages"), 0, 1, "undecodable: x", b"p" * 2000)
+    produce_json(
+        deployment.bootstrap,
+        deployment.topic("deadletter"),
+        [(str(n), encode(letter)) for n in range(200)],  # about 500 KiB of JSON, past a pipe
+        raw=True,
+    )
+    command = subprocess.Popen(
+        [sys.executable, "-m", "streamcrawl.cli", "deadletters", "--json"],
+        cwd=REPO,
+        env=deployment.env("cli"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert command.stdout is not None and command.stderr is not None
+    assert command.stdout.read(100).startswith(b'{"v": 1, "stage": "parser"')
+    command.stdout.close()
+    assert command.wait(60) == 141
+    assert b"Traceback" not in command.stderr.read()
 
 
 def test_status_fails_when_the_broker_does_not_answer(
