@@ -328,3 +328,11 @@ def test_the_summary_says_when_a_limit_ended_the_crawl() -> None:
         "status: done (its max duration was reached: its queued URLs were dropped)"
     )
     assert summary_lines(CrawlSummary("c1", CrawlView("done", counters)))[0] == "status: done"
+
+
+def test_the_summary_points_at_the_dead_urls_when_there_are_some() -> None:
+    hint = "dead URLs and why: streamcrawl deadletters --crawl-id c1"
+    with_dead = CrawlView("done", {"fetched": 30, "dead": 3})
+    assert hint in summary_lines(CrawlSummary("c1", with_dead))
+    without = CrawlView("done", {"fetched": 30})
+    assert not [line for line in summary_lines(CrawlSummary("c1", without)) if "dead URLs" in line]
