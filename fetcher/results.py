@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fetcher.errors import Failure
 from fetcher.wire import OutcomeFields, PageFields
@@ -179,16 +180,11 @@ def robots_denied_outcome(
 ) -> FetchOutcome:
     """robots.txt disallows the URL: nothing was fetched; a seed's outcome carries the Sitemap
     lines."""
-    return FetchOutcome(
-        crawl_id=request.crawl_id,
-        url=request.url,
-        host=request.host,
-        lease_id=request.lease_id,
-        depth=request.depth,
+    return _unfetched(
+        request,
         kind="robots_denied",
         reason="robots_denied",
         sitemaps=list(sitemaps) if request.depth == 0 else [],
-        fetched_at=now_millis(),
     )
 
 
@@ -199,30 +195,33 @@ def robots_unreachable_outcome(
     That is no verdict on the URL: it is retried once robots.txt is asked for again
     (``retry_after_s``, when the unreachable rules expire), and fails for good only when the
     failure will not change (a host that does not resolve, a blocked address)."""
-    return FetchOutcome(
-        crawl_id=request.crawl_id,
-        url=request.url,
-        host=request.host,
-        lease_id=request.lease_id,
-        depth=request.depth,
+    return _unfetched(
+        request,
         kind=failure.kind,
         error=f"robots.txt unreachable: {failure.message()}"[:500],
         reason=failure.reason.value,
         retry_after_ms=None if failure.kind == "permanent" else round(max(retry_after_s, 0) * 1000),
-        fetched_at=now_millis(),
     )
 
 
 def internal_error_outcome(request: FetchRequest) -> FetchOutcome:
     """The fetcher failed for a reason of its own (a bug): retryable, so the URL is not lost."""
+    return _unfetched(
+        request,
+        kind="retryable",
+        reason="internal_error",
+        error="the fetcher failed unexpectedly; see its log",
+    )
+
+
+def _unfetched(request: FetchRequest, **fields: Any) -> FetchOutcome:
+    """The outcome of a request that fetched nothing: its coordinates, now, and ``fields``."""
     return FetchOutcome(
         crawl_id=request.crawl_id,
         url=request.url,
         host=request.host,
         lease_id=request.lease_id,
         depth=request.depth,
-        kind="retryable",
-        reason="internal_error",
-        error="the fetcher failed unexpectedly; see its log",
         fetched_at=now_millis(),
+        **fields,
     )

@@ -23,10 +23,10 @@ from typing import Any
 from aiohttp import web
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
-from schemas import deadletter, members
+from schemas import crawls, deadletter, members
 from schemas.registry import changelog_topic
 from schemas.seeds import CrawlRequest
-from schemas.serde import encode
+from schemas.serde import decode, encode
 from schemas.topic import TopicSpec
 from streamcrawl.children import stopped_with_this_process
 from streamcrawl.settings import Settings
@@ -82,6 +82,10 @@ class Deployment:
 
     def create(self, specs: tuple[TopicSpec, ...]) -> None:
         create_topics(self.settings(), specs)
+
+    def start(self, role: str, logs: Path, **extra: str) -> ServiceProcess:
+        """The role's service as instance `ROLE-1`, its output in `logs/ROLE.log`."""
+        return ServiceProcess(role, self.env(f"{role}-1", **extra), logs / f"{role}.log").start()
 
     def publish_crawl(self, request: CrawlRequest) -> None:
         """The request on `seeds`, keyed by its crawl id, as `streamcrawl seed` sends it."""
@@ -205,6 +209,12 @@ class TopicReader:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def crawl_done(messages: list[Message]) -> bool:
+    """Whether the newest CrawlState read from `crawls` is done (a deployment with one crawl)."""
+    states = [m.value() for m in messages if m.value() is not None]
+    return bool(states) and decode(crawls.CrawlState, states[-1]).status == "done"
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, describe: str) -> None:

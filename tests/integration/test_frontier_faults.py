@@ -10,15 +10,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Message
 
-from schemas import crawls
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from schemas.serde import decode
 from streamcrawl.crashpoints import CRASH_EXIT_CODE
 from streamcrawl.demo import DemoSite
-from tests.support import Deployment, ServiceProcess, TopicReader
+from tests.support import Deployment, ServiceProcess, TopicReader, crawl_done
 
 pytestmark = pytest.mark.kafka
 
@@ -47,20 +44,12 @@ def crawl_demo(kafka_bootstrap: str, root: Path, crash_at: str | None) -> list[s
             assert frontier.wait(120) == CRASH_EXIT_CODE, frontier.log_tail()
             start("frontier")
         states = TopicReader(deployment.bootstrap, deployment.topic("crawls"))
-        states.read_until(lambda ms: status(ms) == "done", 180, "the crawl done")
+        states.read_until(crawl_done, 180, "the crawl done")
         return [page for page in site.requests if not page.endswith("/robots.txt")]
     finally:
         for process in processes:
             process.kill()
         site.stop()
-
-
-def status(messages: list[Message]) -> str | None:
-    latest = None
-    for message in messages:
-        if message.value() is not None:
-            latest = decode(crawls.CrawlState, message.value()).status
-    return latest
 
 
 def pages_of(served: list[str]) -> set[str]:

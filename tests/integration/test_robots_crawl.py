@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Message
 
-from schemas import crawls, outcomes
+from schemas import outcomes
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
 from schemas.serde import decode
-from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader
+from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader, crawl_done
 
 pytestmark = pytest.mark.kafka
 
@@ -60,8 +60,7 @@ def test_urls_behind_an_unreachable_robots_txt_wait_for_it_and_are_crawled(
         }
     }
     for role in ("frontier", "fetcher", "parser"):
-        env = deployment.env(f"{role}-1", **extra.get(role, {}))
-        started.append(ServiceProcess(role, env, tmp_path / "logs" / f"{role}.log").start())
+        started.append(deployment.start(role, tmp_path / "logs", **extra.get(role, {})))
     request = CrawlRequest(seeds=[site.url("/")], max_depth=1, politeness_delay_ms=0)
     deployment.publish_crawl(request)
     reports = TopicReader(deployment.bootstrap, deployment.topic("outcomes"))
@@ -76,14 +75,10 @@ def test_urls_behind_an_unreachable_robots_txt_wait_for_it_and_are_crawled(
     def every_url_ended(messages: list[Message]) -> bool:
         return len({o.url for o in kinds(messages) if o.kind != "retryable"}) == 4
 
-    def done(messages: list[Message]) -> bool:
-        latest = [decode(crawls.CrawlState, m.value()) for m in messages if m.value()]
-        return bool(latest) and latest[-1].status == "done"
-
     try:
         reports.read_until(seed_postponed, 120, "the seed postponed")
         site.routes["/robots.txt"] = ROBOTS_BACK
-        states.read_until(done, 120, "the crawl done")
+        states.read_until(crawl_done, 120, "the crawl done")
         reports.read_until(every_url_ended, 30, "every URL's last outcome")
     except TimeoutError:
         for process in started:

@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from schemas import crawls
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from schemas.serde import decode
-from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader
+from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader, crawl_done
 
 pytestmark = pytest.mark.kafka
 
@@ -109,15 +107,8 @@ def test_seed_000_example_through_the_real_services(
     deployment.publish_crawl(request)
     states = TopicReader(deployment.bootstrap, deployment.topic("crawls"))
 
-    def status(messages: list[object]) -> str | None:
-        latest = None
-        for message in states.messages:
-            if message.value() is not None:
-                latest = decode(crawls.CrawlState, message.value()).status
-        return latest
-
     try:
-        states.read_until(lambda ms: status(ms) == "done", 120, "the crawl done")
+        states.read_until(crawl_done, 120, "the crawl done")
     except TimeoutError:
         for process in started:
             print(process.module, process.log_tail(15))

@@ -16,11 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from schemas import crawls
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from schemas.serde import decode
-from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader
+from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader, crawl_done
 
 pytestmark = pytest.mark.kafka
 
@@ -86,20 +84,15 @@ def test_a_sitemap_crawl_fetches_the_sitemaps_and_every_page_they_list(
     deployment.create(ALL_TOPICS)
     extra = {"fetcher": {"STREAMCRAWL_FETCHER__ALLOWED_NETWORKS": '["127.0.0.0/8"]'}}
     for role in ("frontier", "fetcher", "parser"):
-        env = deployment.env(f"{role}-1", **extra.get(role, {}))
-        started.append(ServiceProcess(role, env, tmp_path / "logs" / f"{role}.log").start())
+        started.append(deployment.start(role, tmp_path / "logs", **extra.get(role, {})))
     request = CrawlRequest(
         seeds=[site.url("/")], max_depth=2, use_sitemaps=True, politeness_delay_ms=0
     )
     deployment.publish_crawl(request)
     states = TopicReader(deployment.bootstrap, deployment.topic("crawls"))
 
-    def done(messages: list[object]) -> bool:
-        latest = [decode(crawls.CrawlState, m.value()) for m in states.messages if m.value()]
-        return bool(latest) and latest[-1].status == "done"
-
     try:
-        states.read_until(done, 120, "the crawl done")
+        states.read_until(crawl_done, 120, "the crawl done")
     except TimeoutError:
         for process in started:
             print(process.module, process.log_tail(15))

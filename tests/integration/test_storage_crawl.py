@@ -8,26 +8,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Message
 
-from schemas import crawls
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from schemas.serde import decode
 from storage.tools import export_crawl
 from streamcrawl.demo import DemoSite, blog_post, doc_page
 from tests.integration.storage_support import get, get_json, warc_records
-from tests.support import Deployment, ServiceProcess, TopicReader, wait_for
+from tests.support import Deployment, ServiceProcess, TopicReader, crawl_done, wait_for
 
 pytestmark = pytest.mark.kafka
-
-
-def crawl_status(messages: list[Message]) -> str | None:
-    latest = None
-    for message in messages:
-        if message.value() is not None:
-            latest = decode(crawls.CrawlState, message.value()).status
-    return latest
 
 
 def expected_body(site: DemoSite, url: str) -> bytes | None:
@@ -60,7 +49,7 @@ def test_a_crawl_of_the_demo_site_is_stored_whole(kafka_bootstrap: str, tmp_path
         request = CrawlRequest(seeds=[site.seed_url], max_depth=3, politeness_delay_ms=0)
         deployment.publish_crawl(request)
         states = TopicReader(deployment.bootstrap, deployment.topic("crawls"))
-        states.read_until(lambda ms: crawl_status(ms) == "done", 180, "the crawl done")
+        states.read_until(crawl_done, 180, "the crawl done")
         states.close()
 
         members = TopicReader(deployment.bootstrap, deployment.topic("members"))
