@@ -79,7 +79,7 @@ def add_command(commands: Any) -> None:
         "--limit",
         type=int,
         default=DEFAULT_LIMIT,
-        help="list the last N matching letters, 0 for none (default: %(default)s)",
+        help="list the N newest matching letters, 0 for none (default: %(default)s)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per letter")
     parser.set_defaults(run=cmd_deadletters)
@@ -158,21 +158,28 @@ def read_letters(settings: Settings) -> Iterator[Letter]:
         if not starts:
             return
         consumer.assign(starts)
-        yield from _until_the_ends(consumer, ends)
+        yield from _until_the_ends(consumer, topic, ends)
     finally:
         consumer.close()
 
 
-def _until_the_ends(consumer: Consumer, ends: dict[int, int]) -> Iterator[Letter]:
+def _until_the_ends(consumer: Consumer, topic: str, ends: dict[int, int]) -> Iterator[Letter]:
     waiting = dict(ends)
     deadline = time.monotonic() + READ_TIMEOUT_S
     while waiting:
         # A short wait: consume() returns early only on a full batch.
         batch = consumer.consume(1000, 0.1)
-        if not batch and time.monotonic() > deadline:
-            raise TimeoutError(f"the dead letters stopped arriving {READ_TIMEOUT_S:.0f} s short")
         if batch:
             deadline = time.monotonic() + READ_TIMEOUT_S
+        else:
+            # Past its end with nothing to deliver (the last offsets may hold no record).
+            for position in consumer.position([TopicPartition(topic, p) for p in waiting]):
+                if position.offset >= waiting[position.partition]:
+                    waiting.pop(position.partition)
+            if waiting and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"no dead letter arrived for {READ_TIMEOUT_S:.0f} s before the topic's end"
+                )
         for message in batch:
             error = message.error()
             if error is not None:
