@@ -30,7 +30,9 @@ from streamcrawl.table import TopicTable
 from streamcrawl.topics import topic_name
 
 FINAL_STATUSES = ("done", "cancelled")
-SHOWN = ("fetched", "queued", "leased", "failed", "dead", "redirects", "duplicate")
+SHOWN = ("fetched", "queued", "leased", "delayed", "failed", "dead", "redirects", "duplicate")
+"""The counters `crawl` follows; `delayed` are failed URLs waiting for their retry, which
+without it would look like a stalled crawl (nothing queued or leased, yet not done)."""
 RATE_WINDOW_S = 5.0
 
 

@@ -17,7 +17,7 @@ from streamcrawl.cli import CLIENT_LOG_LEVEL, build_parser, cli_settings, main
 from streamcrawl.crawl_cli import OPTIONS, CrawlRequestError, crawl_request
 from streamcrawl.status import StatusReport, instance_lines
 from streamcrawl.summary import CrawlSummary, summary_lines
-from streamcrawl.watch import CrawlView
+from streamcrawl.watch import CrawlView, progress_line
 
 SEED = "https://example.com/"
 FLAGS = {
@@ -336,3 +336,11 @@ def test_the_summary_points_at_the_dead_urls_when_there_are_some() -> None:
     assert hint in summary_lines(CrawlSummary("c1", with_dead))
     without = CrawlView("done", {"fetched": 30})
     assert not [line for line in summary_lines(CrawlSummary("c1", without)) if "dead URLs" in line]
+
+
+def test_progress_shows_urls_waiting_for_a_retry() -> None:
+    """A crawl whose only URLs wait for a retry (a 503 host, an unreachable robots.txt) is not
+    stalled: the line says how many wait."""
+    view = CrawlView("active", {"fetched": 12, "queued": 0, "leased": 0, "delayed": 3})
+    line = progress_line(view, 0.0, 42.0)
+    assert line.startswith("[  42.0s] active fetched=12 queued=0 leased=0 delayed=3 failed=0")
