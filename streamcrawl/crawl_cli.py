@@ -1,10 +1,12 @@
-"""`streamcrawl seed`, `crawl`, `pause`, `resume` and `cancel`: publish a crawl request and follow
-it until done, or a command to a running crawl."""
+"""`streamcrawl seed`, `crawl`, `pause`, `resume`, `cancel` and `crawls`: publish a crawl request
+and follow it until done, send a command to a running crawl, or list the crawls."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
 
@@ -13,6 +15,7 @@ from pydantic_core import ErrorDetails
 from rich.console import Console
 
 from schemas import seeds
+from schemas.crawls import CrawlState, CrawlStatus
 from schemas.seeds import (
     CONTENT_TYPE_ALIASES,
     MAX_REQUEST_BYTES,
@@ -78,7 +81,7 @@ OPTIONS = {
 
 
 def add_commands(commands: Any) -> None:
-    """`seed`, `crawl`, `pause`, `resume` and `cancel` on the CLI's subcommands."""
+    """`seed`, `crawl`, `crawls`, `pause`, `resume` and `cancel` on the CLI's subcommands."""
     seed = commands.add_parser("seed", help="publish a crawl request; prints the crawl id")
     add_crawl_options(seed)
     seed.set_defaults(run=cmd_seed)
@@ -87,6 +90,13 @@ def add_commands(commands: Any) -> None:
     add_crawl_options(crawl)
     add_follow_option(crawl)
     crawl.set_defaults(run=cmd_crawl)
+
+    listing = commands.add_parser("crawls", help="every crawl: its status, seeds and counters")
+    listing.add_argument(
+        "--status", choices=get_args(CrawlStatus), help="only the crawls in this status"
+    )
+    listing.add_argument("--json", action="store_true", help="print the crawls as JSON")
+    listing.set_defaults(run=cmd_crawls)
 
     for action, explained in CONTROLS.items():
         control = commands.add_parser(action, help=explained)
@@ -443,3 +453,55 @@ def cmd_control(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     say(f"{action} sent; crawl {crawl_id} is still {status} after {CONTROL_WAIT_S:.0f}s")
     return 1
+
+
+LISTED = ("fetched", "queued", "leased", "delayed", "dead")
+"""The counters `crawls` lists for each crawl."""
+
+
+def cmd_crawls(args: argparse.Namespace, settings: Settings) -> int:
+    """Every crawl in `crawls`, oldest first, with its counters from `progress`."""
+    require_broker(settings)
+    with CrawlWatcher(settings) as watcher:
+        if not watcher.wait_loaded(TABLES_LOADED_S):
+            raise StreamcrawlError(f"could not read the crawls table within {TABLES_LOADED_S}s")
+        listing = [
+            (state, counters)
+            for state, counters in watcher.crawls()
+            if args.status is None or state.status == args.status
+        ]
+    if args.json:
+        say(json.dumps([crawl_document(state, counters) for state, counters in listing]))
+        return 0
+    if not listing:
+        say("no crawls" + (f" {args.status}" if args.status else ""))
+        return 0
+    say(
+        f"{'crawl':<34} {'status':<9} {'created (UTC)':<19} "
+        + " ".join(f"{n:>8}" for n in LISTED)
+        + "  seeds"
+    )
+    for state, counters in listing:
+        say(crawl_line(state, counters))
+    return 0
+
+
+def crawl_line(state: CrawlState, counters: dict[str, int]) -> str:
+    created = datetime.fromtimestamp(state.created_at / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    seeds = state.request.seeds
+    first = seeds[0] if seeds else ""
+    more = f" (+{len(seeds) - 1})" if len(seeds) > 1 else ""
+    numbers = " ".join(f"{counters.get(name, 0):>8}" for name in LISTED)
+    return f"{state.crawl_id:<34} {state.status:<9} {created:<19} {numbers}  {first}{more}"
+
+
+def crawl_document(state: CrawlState, counters: dict[str, int]) -> dict[str, Any]:
+    return {
+        "crawl_id": state.crawl_id,
+        "status": state.status,
+        "ended_by": state.ended_by,
+        "created_at": state.created_at,
+        "updated_at": state.updated_at,
+        "seeds": list(state.request.seeds),
+        "counters": counters,
+    }

@@ -75,14 +75,27 @@ class CrawlWatcher:
 
     def view(self, crawl_id: str) -> CrawlView:
         state = self._crawls.get(crawl_id)
-        totals: dict[str, int] = {}
-        for key, snapshot in self._progress.snapshot().items():
-            if key.startswith(f"{crawl_id}/"):
-                for name, value in snapshot.counters.items():
-                    totals[name] = totals.get(name, 0) + value
+        totals = self._totals(lambda key: key.startswith(f"{crawl_id}/")).get(crawl_id, {})
         if state is None:
             return CrawlView(None, totals)
         return CrawlView(state.status, totals, state.ended_by)
+
+    def crawls(self) -> list[tuple[crawls.CrawlState, dict[str, int]]]:
+        """Every crawl in `crawls` with its counters, oldest first."""
+        totals = self._totals(lambda key: True)
+        states = sorted(self._crawls.snapshot().values(), key=lambda state: state.created_at)
+        return [(state, totals.get(state.crawl_id, {})) for state in states]
+
+    def _totals(self, wanted: Callable[[str], bool]) -> dict[str, dict[str, int]]:
+        """Counters summed over partitions, by crawl, of the `progress` keys (crawl/partition)
+        ``wanted`` keeps."""
+        totals: dict[str, dict[str, int]] = {}
+        for key, snapshot in self._progress.snapshot().items():
+            if wanted(key):
+                crawl = totals.setdefault(key.rsplit("/", 1)[0], {})
+                for name, value in snapshot.counters.items():
+                    crawl[name] = crawl.get(name, 0) + value
+        return totals
 
     def follow(
         self,

@@ -26,7 +26,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewPartitions,
 )
 
-from schemas import crawls, members, seeds
+from schemas import crawls, members, progress, seeds
 from schemas.base import now_millis
 from schemas.deadletter import dead_letter
 from schemas.outcomes import FetchOutcome
@@ -313,6 +313,76 @@ def test_up_refuses_to_start_a_second_stack_but_not_after_a_killed_one(
         running.set()
         beating.join()
     assert "another stack runs on" in str(refused.value) and "(fetcher-1)" in str(refused.value)
+
+
+def test_crawls_lists_every_crawl_oldest_first_with_its_counters_summed_over_partitions(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The test plays the frontiers: a state per crawl on `crawls`, counters per partition on
+    `progress` (the latest snapshot of each partition counts, as for `crawl`)."""
+    assert main(["topics", "create"]) == 0
+    capsys.readouterr()
+    assert run_cli(capsys, "crawls") == (0, "no crawls\n")
+
+    def state(crawl_id: str, status: crawls.CrawlStatus, created_at: int, *urls: str) -> bytes:
+        request = CrawlRequest(seeds=list(urls), crawl_id=crawl_id)
+        return encode(
+            crawls.CrawlState(
+                crawl_id=crawl_id,
+                request=request,
+                status=status,
+                created_at=created_at,
+                updated_at=created_at + 1,
+                owner_partition=0,
+            )
+        )
+
+    def snapshot(crawl_id: str, partition: int, number: int, **counters: int) -> bytes:
+        return encode(
+            progress.PartitionProgress(
+                crawl_id=crawl_id, partition=partition, snapshot=number, at=1, counters=counters
+            )
+        )
+
+    a, b = "https://a.example/", "https://b.example/"
+    produce_json(
+        deployment.bootstrap,
+        deployment.topic("crawls"),
+        [
+            ("newer", state("newer", "active", 1_796_000_000_000, a)),
+            ("older", state("older", "done", 1_795_000_000_000, a, b, "https://c.example/")),
+        ],
+        raw=True,
+    )
+    produce_json(
+        deployment.bootstrap,
+        deployment.topic("progress"),
+        [
+            ("newer/0", snapshot("newer", 0, 1, fetched=1)),
+            ("newer/0", snapshot("newer", 0, 2, fetched=5, queued=7, delayed=2)),
+            ("newer/1", snapshot("newer", 1, 1, fetched=3, leased=1, dead=1)),
+            ("older/2", snapshot("older", 2, 9, fetched=40, dead=4)),
+        ],
+        raw=True,
+    )
+
+    code, out = run_cli(capsys, "crawls")
+    assert code == 0
+    header, *rows = out.splitlines()
+    assert header.split() == [
+        "crawl", "status", "created", "(UTC)", "fetched", "queued", "leased", "delayed", "dead",
+        "seeds",
+    ]  # fmt: skip
+    assert [row.split() for row in rows] == [
+        ["older", "done", "2026-11-18", "11:06:40", "40", "0", "0", "0", "4", a, "(+2)"],
+        ["newer", "active", "2026-11-30", "00:53:20", "8", "7", "1", "2", "1", a],
+    ]
+
+    code, out = run_cli(capsys, "crawls", "--status", "active", "--json")
+    (listed,) = json.loads(out)
+    assert listed["crawl_id"] == "newer" and listed["seeds"] == [a]
+    assert listed["counters"] == {"fetched": 8, "queued": 7, "delayed": 2, "leased": 1, "dead": 1}
+    assert run_cli(capsys, "crawls", "--status", "paused") == (0, "no crawls paused\n")
 
 
 def test_deadletters_lists_a_crawls_dead_urls_and_counts_them_by_stage_and_reason(
