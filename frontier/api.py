@@ -7,6 +7,8 @@ crawls. Every frontier process serves it on its own port, never the metrics port
 - ``GET /v1/crawl/{id}``: status and counters, read from the `crawls` table and the summed latest
   `progress` snapshot of every partition. A crawl this process published whose owner has not
   written `crawls` yet is "submitted"; any other id missing from `crawls` is 404.
+- ``GET /v1/crawls[?status=...]``: every crawl of the `crawls` table, oldest first, with its
+  seeds, times and counters (400 for a status that does not exist).
 - ``POST /v1/crawl/{id}/pause|resume|cancel`` publishes a CrawlCommand behind the request (same
   key, so the owner sees them in order), 202; 404 for a crawl neither in `crawls` nor published
   here. The owner decides whether the command changes anything (a resume of an active crawl does
@@ -53,9 +55,9 @@ from aiohttp.typedefs import Handler, Middleware
 from pydantic import SecretStr, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
-from frontier.config import CrawlDirectory, ProgressView
+from frontier.config import ProgressView
 from schemas import seeds
-from schemas.crawls import CrawlStatus
+from schemas.crawls import CrawlState, CrawlStatus
 from schemas.seeds import (
     CONTENT_TYPE_ALIASES,
     MAX_REQUEST_BYTES,
@@ -82,23 +84,38 @@ _CRAWL_ID: TypeAdapter[str] = TypeAdapter(CrawlId)
 
 
 class CrawlStatusView(Protocol):
-    """What the API reads about a crawl: its status in `crawls` and its summed counters."""
+    """What the API reads about crawls: a status in `crawls`, summed counters, every crawl."""
 
     def status(self, crawl_id: str, /) -> str | None: ...
 
     def counters(self, crawl_id: str, /) -> dict[str, int]: ...
 
+    def crawls(self) -> list[CrawlState]:
+        """Every crawl in `crawls`, oldest first."""
+        ...
+
+
+class CrawlTable(Protocol):
+    """The `crawls` table (a `streamcrawl.table.TopicTable`): one crawl's state, or all."""
+
+    def get(self, key: str, /) -> CrawlState | None: ...
+
+    def snapshot(self) -> Mapping[str, CrawlState]: ...
+
 
 class TableCrawlView:
-    """The view over the frontier's own tables: the `crawls` directory and the progress book."""
+    """The view over the frontier's own tables: the `crawls` table and the progress book."""
 
-    def __init__(self, directory: CrawlDirectory, progress: ProgressView) -> None:
-        self._directory = directory
+    def __init__(self, table: CrawlTable, progress: ProgressView) -> None:
+        self._table = table
         self._progress = progress
 
     def status(self, crawl_id: str, /) -> str | None:
-        state = self._directory.get(crawl_id)
+        state = self._table.get(crawl_id)
         return None if state is None else state.status
+
+    def crawls(self) -> list[CrawlState]:
+        return sorted(self._table.snapshot().values(), key=lambda state: state.created_at)
 
     def counters(self, crawl_id: str, /) -> dict[str, int]:
         totals: dict[str, int] = {}
@@ -283,6 +300,25 @@ class CrawlControl:
         counters = self._view.counters(crawl_id)
         return web.json_response({"crawlId": crawl_id, "status": status, "counters": counters})
 
+    async def listing(self, request: web.Request) -> web.Response:
+        wanted = request.query.get("status")
+        if wanted is not None and wanted not in get_args(CrawlStatus):
+            statuses = ", ".join(get_args(CrawlStatus))
+            return error_response(400, [FieldError("status", f"one of {statuses}")])
+        listed = [
+            {
+                "crawlId": state.crawl_id,
+                "status": state.status,
+                "createdAt": state.created_at,
+                "updatedAt": state.updated_at,
+                "seeds": list(state.request.seeds),
+                "counters": self._view.counters(state.crawl_id),
+            }
+            for state in self._view.crawls()
+            if wanted is None or state.status == wanted
+        ]
+        return web.json_response({"crawls": listed})
+
     async def command(self, request: web.Request) -> web.Response:
         crawl_id, action = request.match_info["crawl_id"], request.match_info["action"]
         if not _valid_crawl_id(crawl_id) or self.current_status(crawl_id) is None:
@@ -370,6 +406,7 @@ def build_app(
 
     app.router.add_post("/v1/crawl/start", control.start)
     app.router.add_get("/v1/crawl/{crawl_id}", control.status)
+    app.router.add_get("/v1/crawls", control.listing)
     app.router.add_post("/v1/crawl/{crawl_id}/{action:pause|resume|cancel}", control.command)
     app.router.add_get("/v1/openapi.json", openapi)
     app.router.add_get("/healthz", health)
@@ -442,6 +479,37 @@ def openapi_document(*, token_required: bool) -> dict[str, Any]:
             },
             "required": ["crawlId", "status", "counters"],
         },
+        "CrawlList": {
+            "type": "object",
+            "properties": {
+                "crawls": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "crawlId": crawl_id,
+                            "status": {"enum": list(get_args(CrawlStatus))},
+                            "createdAt": {"type": "integer", "description": "epoch ms"},
+                            "updatedAt": {"type": "integer", "description": "epoch ms"},
+                            "seeds": {"type": "array", "items": {"type": "string"}},
+                            "counters": {
+                                "type": "object",
+                                "additionalProperties": {"type": "integer"},
+                            },
+                        },
+                        "required": [
+                            "crawlId",
+                            "status",
+                            "createdAt",
+                            "updatedAt",
+                            "seeds",
+                            "counters",
+                        ],
+                    },
+                }
+            },
+            "required": ["crawls"],
+        },
         "CommandSubmitted": {
             "type": "object",
             "properties": {"crawlId": crawl_id, "action": {"enum": list(ACTIONS)}},
@@ -496,6 +564,24 @@ def openapi_document(*, token_required: bool) -> dict[str, Any]:
                 "responses": {
                     "200": _json_body("Crawl", "the crawl"),
                     "404": _errors("no such crawl"),
+                },
+            }
+        },
+        "/v1/crawls": {
+            "get": {
+                "summary": "Every crawl, oldest first, with its seeds, times and counters",
+                "operationId": "listCrawls",
+                "parameters": [
+                    {
+                        "name": "status",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"enum": list(get_args(CrawlStatus))},
+                    }
+                ],
+                "responses": {
+                    "200": _json_body("CrawlList", "the crawls"),
+                    "400": _errors("no such status"),
                 },
             }
         },

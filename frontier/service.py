@@ -23,8 +23,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from frontier.api import TableCrawlView, build_app
-from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
+from frontier.api import CrawlTable, TableCrawlView, build_app
+from frontier.config import FrontierConfig, FrontierTopics, ProgressView
 from frontier.exceptions import ApiPortUnavailableError
 from frontier.handler import FrontierHandler
 from frontier.progress import ProgressBook
@@ -133,7 +133,7 @@ class SeedPublisher:
 
 def start_api(
     settings: FrontierServiceSettings,
-    directory: CrawlDirectory,
+    table: CrawlTable,
     progress_view: ProgressView,
     stack: contextlib.ExitStack,
 ) -> str | None:
@@ -145,7 +145,7 @@ def start_api(
     publisher = SeedPublisher(
         KafkaProducer.from_settings(settings), topic_name(settings, seeds.TOPIC)
     ).start()
-    app = build_app(publisher, TableCrawlView(directory, progress_view), token=options.api_token)
+    app = build_app(publisher, TableCrawlView(table, progress_view), token=options.api_token)
     server = ApiServer(app, options.api_host, options.api_port)
     try:
         address = server.start()

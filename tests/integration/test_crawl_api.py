@@ -146,6 +146,11 @@ def test_a_seed_004_request_through_the_api_runs_to_done(
     assert done["counters"]["fetched"] == len(REACHABLE)
     assert done["counters"]["queued"] == 0
     assert done["counters"]["leased"] == 0
+    status, listing = api.call("GET", "/v1/crawls?status=done")
+    assert status == 200
+    assert [(c["crawlId"], c["counters"]["fetched"]) for c in listing["crawls"]] == [
+        (crawl_id, len(REACHABLE))
+    ]
 
     assert api.call("POST", f"/v1/crawl/{crawl_id}/pause")[0] == 202
     assert api.call("POST", f"/v1/crawl/{crawl_id}/cancel")[0] == 202

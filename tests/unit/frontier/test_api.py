@@ -29,7 +29,7 @@ from frontier.api import (
 from frontier.exceptions import ApiPortUnavailableError
 from frontier.progress import ProgressBook
 from frontier.service import FrontierServiceSettings, start_api
-from schemas.crawls import CrawlState
+from schemas.crawls import CrawlState, CrawlStatus
 from schemas.progress import PartitionProgress
 from schemas.seeds import MAX_REQUEST_BYTES, SEED_MESSAGE, CrawlCommand, CrawlRequest
 from schemas.serde import decode, encode
@@ -71,6 +71,10 @@ class FakeView:
     def __init__(self) -> None:
         self.statuses: dict[str, str] = {}
         self.totals: dict[str, dict[str, int]] = {}
+        self.states: list[CrawlState] = []
+
+    def crawls(self) -> list[CrawlState]:
+        return list(self.states)
 
     def status(self, crawl_id: str, /) -> str | None:
         return self.statuses.get(crawl_id)
@@ -345,6 +349,54 @@ async def test_a_crawl_known_only_to_the_tables_is_found(client: Client, view: F
     assert (await response.json())["status"] == "done"
 
 
+def _state(crawl_id: str, status: CrawlStatus, created_at: int) -> CrawlState:
+    request = CrawlRequest(crawl_id=crawl_id, seeds=[SEED])
+    return CrawlState(
+        crawl_id=crawl_id,
+        request=request,
+        status=status,
+        created_at=created_at,
+        updated_at=created_at + 5,
+        owner_partition=0,
+    )
+
+
+async def test_the_crawls_are_listed_with_their_counters_and_filtered_by_status(
+    client: Client, view: FakeView
+) -> None:
+    view.states = [_state("old", "done", 1), _state("new", "active", 2)]
+    view.totals["new"] = {"fetched": 7, "queued": 3}
+
+    response = await client.get("/v1/crawls")
+
+    assert response.status == 200
+    assert await response.json() == {
+        "crawls": [
+            {
+                "crawlId": "old",
+                "status": "done",
+                "createdAt": 1,
+                "updatedAt": 6,
+                "seeds": [SEED],
+                "counters": {},
+            },
+            {
+                "crawlId": "new",
+                "status": "active",
+                "createdAt": 2,
+                "updatedAt": 7,
+                "seeds": [SEED],
+                "counters": {"fetched": 7, "queued": 3},
+            },
+        ]
+    }
+    active = await (await client.get("/v1/crawls", params={"status": "active"})).json()
+    assert [crawl["crawlId"] for crawl in active["crawls"]] == ["new"]
+    bad = await client.get("/v1/crawls", params={"status": "finished"})
+    assert bad.status == 400
+    assert (await bad.json())["errors"][0]["field"] == "status"
+
+
 @pytest.mark.parametrize("path", ["/v1/crawl/unknown", "/v1/crawl/start", "/v1/crawl/a%20b"])
 async def test_an_unknown_crawl_is_404(client: Client, path: str) -> None:
     response = await client.get(path)
@@ -455,6 +507,7 @@ async def test_health(client: Client) -> None:
 
 EXPECTED_PATHS = {
     "/v1/crawl/start",
+    "/v1/crawls",
     "/v1/crawl/{crawlId}",
     "/v1/crawl/{crawlId}/pause",
     "/v1/crawl/{crawlId}/resume",
@@ -508,6 +561,13 @@ def _refs(node: object) -> list[str]:
 # ----- the production view and the submission memory --------------------------------------------
 
 
+class FakeTable(dict[str, CrawlState]):
+    """The `crawls` table as a TopicTable shows it."""
+
+    def snapshot(self) -> dict[str, CrawlState]:
+        return dict(self)
+
+
 def test_the_table_view_sums_the_latest_snapshot_of_every_partition() -> None:
     request = CrawlRequest(crawl_id="c1", seeds=[SEED])
     state = CrawlState(
@@ -526,9 +586,11 @@ def test_the_table_view_sums_the_latest_snapshot_of_every_partition() -> None:
                 crawl_id="c1", partition=partition, snapshot=number, at=number, counters=counters
             )
         )
-    view = TableCrawlView({"c1": state}, book)
+    newer = state.model_copy(update={"crawl_id": "c0", "created_at": 9})
+    view = TableCrawlView(FakeTable({"c0": newer, "c1": state}), book)
 
     assert view.status("c1") == "paused"
+    assert [crawl.crawl_id for crawl in view.crawls()] == ["c1", "c0"], "oldest first"
     assert view.counters("c1") == {"fetched": 4 + 3 + 5, "queued": 0 + 1 + 2}
     assert view.status("c2") is None
     assert view.counters("c2") == {}
