@@ -217,6 +217,22 @@ def crawl_done(messages: list[Message]) -> bool:
     return bool(states) and decode(crawls.CrawlState, states[-1]).status == "done"
 
 
+def wait_crawl_done(
+    deployment: Deployment, services: list[ServiceProcess], timeout_s: float
+) -> None:
+    """Until the deployment's one crawl is done in `crawls`; the services' log tails are printed
+    when it is not."""
+    states = TopicReader(deployment.bootstrap, deployment.topic("crawls"))
+    try:
+        states.read_until(crawl_done, timeout_s, "the crawl done")
+    except TimeoutError:
+        for process in services:
+            print(process.module, process.log_tail(15))
+        raise
+    finally:
+        states.close()
+
+
 def wait_for(condition: Callable[[], bool], timeout_s: float, describe: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():

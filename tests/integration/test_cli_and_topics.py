@@ -54,6 +54,20 @@ def deployment(kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyP
     return deployment
 
 
+def crawl_state(
+    request: CrawlRequest, status: crawls.CrawlStatus = "active", created_at: int = 1
+) -> crawls.CrawlState:
+    """The state a crawl's owner writes to `crawls` (the tests play the frontier)."""
+    return crawls.CrawlState(
+        crawl_id=request.crawl_id,
+        request=request,
+        status=status,
+        created_at=created_at,
+        updated_at=created_at + 1,
+        owner_partition=0,
+    )
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     code = main(list(argv))
     return code, capsys.readouterr().out
@@ -158,14 +172,7 @@ def test_pause_resume_and_cancel_reach_the_owner_and_wait_for_its_status(
 
     def owner_sets(status: crawls.CrawlStatus) -> None:
         request = CrawlRequest(seeds=["https://example.com/"], crawl_id="c1")
-        state = crawls.CrawlState(
-            crawl_id="c1",
-            request=request,
-            status=status,
-            created_at=1,
-            updated_at=2,
-            owner_partition=0,
-        )
+        state = crawl_state(request, status)
         producer.produce(deployment.topic("crawls"), encode(state), crawls.key("c1"))
         assert producer.flush(30) == 0
 
@@ -227,13 +234,7 @@ def test_seed_publishes_a_seed_list_once_per_crawl_id_and_says_when_the_broker_r
         assert isinstance(request, CrawlRequest) and request.seeds == articles
 
         # The owner has started it (the test writes `crawls` as a frontier would).
-        state = crawls.CrawlState(
-            crawl_id="articles",
-            request=request,
-            created_at=1,
-            updated_at=1,
-            owner_partition=0,
-        )
+        state = crawl_state(request)
         owner.produce(deployment.topic("crawls"), encode(state), crawls.key("articles"))
         assert owner.flush(30) == 0
         code = main(["seed", "https://example.org/", "--crawl-id=articles"])
@@ -326,16 +327,7 @@ def test_crawls_lists_every_crawl_oldest_first_with_its_counters_summed_over_par
 
     def state(crawl_id: str, status: crawls.CrawlStatus, created_at: int, *urls: str) -> bytes:
         request = CrawlRequest(seeds=list(urls), crawl_id=crawl_id)
-        return encode(
-            crawls.CrawlState(
-                crawl_id=crawl_id,
-                request=request,
-                status=status,
-                created_at=created_at,
-                updated_at=created_at + 1,
-                owner_partition=0,
-            )
-        )
+        return encode(crawl_state(request, status, created_at))
 
     def snapshot(crawl_id: str, partition: int, number: int, **counters: int) -> bytes:
         return encode(

@@ -16,7 +16,7 @@ import pytest
 
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader, crawl_done
+from tests.support import Deployment, LocalSite, ServiceProcess, wait_crawl_done
 
 pytestmark = pytest.mark.kafka
 
@@ -105,14 +105,7 @@ def test_seed_000_example_through_the_real_services(
         politeness_delay_ms=0,
     )
     deployment.publish_crawl(request)
-    states = TopicReader(deployment.bootstrap, deployment.topic("crawls"))
-
-    try:
-        states.read_until(crawl_done, 120, "the crawl done")
-    except TimeoutError:
-        for process in started:
-            print(process.module, process.log_tail(15))
-        raise
+    wait_crawl_done(deployment, started, 120)
     fetched = [path for path in site.paths() if path != "/robots.txt"]
     assert sorted(fetched) == sorted(expected)
     assert len(fetched) == len(set(fetched)), "every page fetched once"

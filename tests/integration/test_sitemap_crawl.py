@@ -18,7 +18,7 @@ import pytest
 
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from tests.support import Deployment, LocalSite, ServiceProcess, TopicReader, crawl_done
+from tests.support import Deployment, LocalSite, ServiceProcess, wait_crawl_done
 
 pytestmark = pytest.mark.kafka
 
@@ -89,16 +89,7 @@ def test_a_sitemap_crawl_fetches_the_sitemaps_and_every_page_they_list(
         seeds=[site.url("/")], max_depth=2, use_sitemaps=True, politeness_delay_ms=0
     )
     deployment.publish_crawl(request)
-    states = TopicReader(deployment.bootstrap, deployment.topic("crawls"))
-
-    try:
-        states.read_until(crawl_done, 120, "the crawl done")
-    except TimeoutError:
-        for process in started:
-            print(process.module, process.log_tail(15))
-        raise
-    finally:
-        states.close()
+    wait_crawl_done(deployment, started, 120)
     assert sorted(site.paths()) == sorted(
         [
             "/",
