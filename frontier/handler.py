@@ -111,7 +111,7 @@ class FrontierHandler(BaseHandler):
         """Crawls whose state a partition of this instance purged (one count per partition)."""
         self._directory_version = 0
         self._gauges: dict[int, PartitionGauges] = {}
-        self._host_gauges: dict[int, tuple[int, int, int | None]] = {}
+        self._host_gauges: dict[int, tuple[int, int, int, int | None]] = {}
         self._crawls_shown: set[str] = set()
         self._dispatch: dict[str, Callable[[PartitionSession, Record], None]] = {
             topics.seeds: lambda s, r: crawlstate.handle_seed_message(s, r.value),
@@ -165,6 +165,7 @@ class FrontierHandler(BaseHandler):
             self._host_gauges[session.partition] = (
                 due,
                 len(heap.queued) - due,
+                sum(1 for host in heap.held if heap.held_until(host, session.now_ms)),
                 heap.next_ready_at() if due else None,
             )
         timers.expire_leases(session)
@@ -258,8 +259,8 @@ class FrontierHandler(BaseHandler):
             crawl = session.crawl_state(crawl_id)
             if crawl is not None and crawl.status in ("active", "paused"):
                 running[crawl_id] = {name: counters.get(name, 0) for name in CRAWL_COUNTERS}
-        ready, throttled, oldest = self._host_gauges.get(session.partition, (0, 0, None))
-        return PartitionGauges(queued, leased, ready, throttled, oldest, running)
+        ready, throttled, held, oldest = self._host_gauges.get(session.partition, (0, 0, 0, None))
+        return PartitionGauges(queued, leased, ready, throttled, held, oldest, running)
 
     def _show_gauges(self) -> None:
         self.services.metrics.show(

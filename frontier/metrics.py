@@ -8,7 +8,8 @@ every progress interval (`FrontierHandler.on_tick`):
 - ``urls_queued`` and ``leases_open``: the crawls' ``queued`` and ``leased`` gauges, summed;
 - ``hosts_ready``: hosts with queued URLs whose ready time has come; ``hosts_throttled``: hosts with
   queued URLs that wait (for a lease slot to free up, their politeness window, a budget grant, a
-  paused crawl);
+  paused crawl); ``hosts_held``: those of them held by a server's Retry-After or an unreadable
+  robots.txt (`frontier.outcomes.hold_host`; counter ``host_holds_total``);
 - ``oldest_ready_url_age_seconds``: how long the host that has been ready longest has waited to
   be released (0 when none waits): a release loop that falls behind shows here;
 - ``crawl_urls{crawl_id,counter}``: per crawl not yet done or cancelled, the counters ``discovered,
@@ -42,6 +43,7 @@ class PartitionGauges:
     leases_open: int = 0
     hosts_ready: int = 0
     hosts_throttled: int = 0
+    hosts_held: int = 0
     oldest_ready_at_ms: int | None = None
     crawls: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     """Per running crawl, its `CRAWL_COUNTERS` on this partition."""
@@ -56,11 +58,13 @@ class FrontierMetrics:
     released: Counter
     retried: Counter
     dead: Counter
+    host_holds: Counter
     repeated: Counter
     queued: Gauge
     leases_open: Gauge
     hosts_ready: Gauge
     hosts_throttled: Gauge
+    hosts_held: Gauge
     oldest_ready_url_age: Gauge
     crawl_urls: Gauge
     _increments: dict[str, Increment | None] = field(
@@ -91,6 +95,10 @@ class FrontierMetrics:
             released=counter("urls_released_total", "URLs leased to the fetchers"),
             retried=counter("urls_retried_total", "Fetches queued again after a retryable outcome"),
             dead=counter("urls_dead_total", "URLs given up on (retries spent, permanent errors)"),
+            host_holds=counter(
+                "host_holds_total",
+                "Host holds begun or made longer by a Retry-After or an unreadable robots.txt",
+            ),
             repeated=counter(
                 "messages_repeated_total",
                 "ParseReports and DiscoveredUrls delivered again and counted once, by kind",
@@ -101,6 +109,9 @@ class FrontierMetrics:
             hosts_ready=gauge("hosts_ready", "Hosts with queued URLs due for release"),
             hosts_throttled=gauge(
                 "hosts_throttled", "Hosts with queued URLs waiting (politeness, window, budget)"
+            ),
+            hosts_held=gauge(
+                "hosts_held", "Hosts with queued URLs held back by a Retry-After or robots.txt"
             ),
             oldest_ready_url_age=gauge(
                 "oldest_ready_url_age_seconds", "How long the longest-ready host has waited"
@@ -144,6 +155,7 @@ class FrontierMetrics:
         self.leases_open.set(sum(p.leases_open for p in parts))
         self.hosts_ready.set(sum(p.hosts_ready for p in parts))
         self.hosts_throttled.set(sum(p.hosts_throttled for p in parts))
+        self.hosts_held.set(sum(p.hosts_held for p in parts))
         oldest = [p.oldest_ready_at_ms for p in parts if p.oldest_ready_at_ms is not None]
         self.oldest_ready_url_age.set(max(0, now_ms - min(oldest)) / 1000 if oldest else 0)
         totals: dict[str, dict[str, int]] = {}
@@ -177,5 +189,6 @@ _METRIC_OF_COUNTER = {
     "leases": "released",
     "retried": "retried",
     "dead": "dead",
+    "host_holds": "host_holds",
 }
 """The per-crawl counter each counter metric follows, by field name."""

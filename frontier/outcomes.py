@@ -6,8 +6,11 @@ only counts ``outcomes_ignored``. Whatever the lease, an outcome with ``page_sen
 page's ParseReport, once per lease (`frontier.reports.expect_report`).
 
 An accepted outcome frees one of the host's in-flight slots, moves the host's lease window
-(`frontier.retry.window_after`: 429 and 503 shrink it to one) and wakes the host. Then, by
-`frontier.retry.classify`:
+(`frontier.retry.window_after`: 429 and 503 shrink it to one) and wakes the host. An outcome with a
+``retry_after_ms`` holds the whole host (:func:`hold_host`): a server's Retry-After speaks for the
+host, not for one URL, and a robots.txt that cannot be read is asked again only when the fetcher's
+rules for it expire. Without the hold every queued URL of the host would be leased in turn, come
+back with the same answer and spend one of its retries. Then, by `frontier.retry.classify`:
 
 - done / unchanged: the URL is done and keeps the validators (ETag, Last-Modified, content hash);
   with ``recrawl_interval_hours`` it waits in `delayed` until due, then is fetched conditionally.
@@ -47,7 +50,7 @@ from frontier.records import (
     delayed_key,
 )
 from frontier.reports import expect_report
-from frontier.retry import classify, normal_window, window_after
+from frontier.retry import RETRY_AFTER_CAP_MS, classify, normal_window, window_after
 from frontier.session import PartitionSession
 from schemas.canonical import canonical_url, host_key, url_fingerprint
 from schemas.crawls import CrawlState
@@ -83,6 +86,8 @@ def handle_outcome(session: PartitionSession, outcome: FetchOutcome, source: Rec
         session.count(outcome.crawl_id, "outcomes_ignored")
         return
     crawl_id = lease.crawl_id
+    if outcome.retry_after_ms:
+        hold_host(session, lease.crawl_id, lease.host, outcome.retry_after_ms)
     fingerprint = url_fingerprint(lease.url)
     visited = session.visited(crawl_id, fingerprint) or VisitedRecord(lease.depth, "leased")
     crawl = session.crawl_state(crawl_id)
@@ -118,6 +123,18 @@ def handle_outcome(session: PartitionSession, outcome: FetchOutcome, source: Rec
         reason = verdict.dead_reason or "permanent"
         _dead_letter(session, source, outcome, reason)
         _finish(session, lease, visited, fingerprint, "dead")
+
+
+def hold_host(session: PartitionSession, crawl_id: str, host: str, retry_after_ms: int) -> None:
+    """Lease none of the host's URLs for ``retry_after_ms`` (at most an hour, as a retry's
+    Retry-After floor); a longer hold already in place stays."""
+    until = session.now_ms + min(retry_after_ms, RETRY_AFTER_CAP_MS)
+    state = session.host(host)
+    if state.held_until_ms is not None and state.held_until_ms >= until:
+        return
+    state.held_until_ms = until
+    session.hold(host, until)
+    session.count(crawl_id, "host_holds")
 
 
 def _finish(

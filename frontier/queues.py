@@ -152,12 +152,18 @@ class HostHeap:
 
     Entries are replaced lazily: a host re-pushed with a new ready time leaves its old heap entry
     behind, which `pop_ready` skips because it no longer matches `ready_at`.
+
+    ``held`` mirrors the holds (`frontier.records.HostState.held_until_ms`) of hosts with queued
+    URLs that memory knows of: a held host is scheduled at its hold's end and a wake does not
+    release it sooner (`PartitionMemory.wake`). The stored hold stays the rule; a release that
+    finds one memory missed (after a restore) parks the host again.
     """
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, str]] = []
         self.ready_at: dict[str, int] = {}
         self.queued: dict[str, int] = {}
+        self.held: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.ready_at)
@@ -175,6 +181,7 @@ class HostHeap:
         else:
             self.queued.pop(host, None)
             self.ready_at.pop(host, None)
+            self.held.pop(host, None)
 
     def schedule(self, host: str, ready_at_ms: int) -> None:
         """Set when a host with queued URLs may be released next."""
@@ -182,6 +189,18 @@ class HostHeap:
             return
         self.ready_at[host] = ready_at_ms
         heapq.heappush(self._heap, (ready_at_ms, host))
+
+    def hold(self, host: str, until_ms: int) -> None:
+        """Park a host with queued URLs until ``until_ms``: wakes before then leave it parked."""
+        if self.queued.get(host, 0) <= 0:
+            return
+        self.held[host] = until_ms
+        self.schedule(host, until_ms)
+
+    def held_until(self, host: str, now_ms: int) -> int | None:
+        """The end of the host's hold, if it is held at ``now_ms``."""
+        until = self.held.get(host)
+        return until if until is not None and until > now_ms else None
 
     def due(self, now_ms: int) -> int:
         """How many hosts are ready to be released at ``now_ms`` (one pass over the hosts)."""
@@ -198,6 +217,7 @@ class HostHeap:
             return None
         _, host = heapq.heappop(self._heap)
         del self.ready_at[host]
+        self.held.pop(host, None)  # a held host is due at its hold's end: the hold is over
         return host
 
     def _drop_stale(self) -> None:

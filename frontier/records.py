@@ -314,11 +314,14 @@ class DelayedEntry:
 
 @dataclass
 class HostState:
-    """A host's leases in flight and its lease window (see `frontier.retry.LeaseWindow`)."""
+    """A host's leases in flight, its lease window (see `frontier.retry.LeaseWindow`) and its hold:
+    ``held_until_ms``, when set, is the epoch ms before which none of its URLs is leased
+    (`frontier.outcomes.hold_host`)."""
 
     in_flight: int = 0
     reduced: int | None = None
     successes: int = 0
+    held_until_ms: int | None = None
 
     @property
     def window(self) -> LeaseWindow:
@@ -331,7 +334,7 @@ class HostState:
 
     @property
     def idle(self) -> bool:
-        return self.in_flight == 0 and self.reduced is None
+        return self.in_flight == 0 and self.reduced is None and self.held_until_ms is None
 
     def encode(self) -> bytes:
         return dump(self)

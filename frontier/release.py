@@ -2,7 +2,8 @@
 
 A host is released when it is ready in the partition's HostHeap: woken by an admission, an outcome,
 a retry or recrawl coming due, an expired lease, or a crawl-wide change (budget granted, a depth
-finished, a crawl paused or resumed). The tick releases every ready host once per cycle, so the
+finished, a crawl paused or resumed). A held host (`frontier.outcomes.hold_host`) is not released
+before its hold ends. The tick releases every ready host once per cycle, so the
 admissions and outcomes of one cycle cost one release per host, in the same cycle.
 
 One release walks the host queue in key order and leases while the host's in-flight count is below
@@ -52,6 +53,9 @@ def release_ready_hosts(session: PartitionSession) -> None:
 def release_host(session: PartitionSession, host: str) -> None:
     """Lease what the host's window and its crawls' states allow; see the module docstring."""
     state = session.host(host)
+    if state.held_until_ms is not None and state.held_until_ms > session.now_ms:
+        session.hold(host, state.held_until_ms)  # memory did not know (a restored partition)
+        return
     limit = session.config.release_scan_limit
     # Read lazily: a release usually stops at the lease window (one or two leases), long before
     # the scan limit, and each entry read is a RocksDB step and a merge through the transactions.

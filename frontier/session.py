@@ -133,7 +133,9 @@ class PartitionMemory:
         return memory
 
     def wake(self, host: str, now_ms: int) -> None:
-        """Make a host with queued URLs ready now, unless it already is."""
+        """Make a host with queued URLs ready now, unless it already is or it is held."""
+        if self.heap.held_until(host, now_ms) is not None:
+            return
         ready_at = self.heap.ready_at.get(host)
         if ready_at is None or ready_at > now_ms:
             self.heap.schedule(host, now_ms)
@@ -335,6 +337,10 @@ class PartitionSession:
         now = self.now_ms
         self._memory_changes.append(lambda memory: memory.wake(host, now))
 
+    def hold(self, host: str, until_ms: int) -> None:
+        """Park the host until ``until_ms`` (its stored hold, `HostState.held_until_ms`)."""
+        self._memory_changes.append(lambda memory: memory.heap.hold(host, until_ms))
+
     def wake_all(self) -> None:
         """Something crawl-wide changed (budget, depth, status): retry every parked host."""
         self._memory_changes.append(lambda memory: setattr(memory, "wake_all", True))
@@ -374,6 +380,8 @@ class PartitionSession:
             self.table(TALLY).put(crawl_id.encode(), dump(self._tallies[crawl_id]))
         self._changed_tallies.clear()
         for host, state in self._hosts.items():
+            if state.held_until_ms is not None and state.held_until_ms <= self.now_ms:
+                state.held_until_ms = None
             loaded = self._hosts_as_loaded[host]
             current = None if state.idle else state.encode()
             if current != loaded:

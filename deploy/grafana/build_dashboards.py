@@ -287,10 +287,11 @@ def frontier_row() -> list[Panel]:
             "reqps",
         ),
         timeseries(
-            "Hosts ready and throttled",
+            "Hosts ready, throttled and held",
             [
                 target("sum(streamcrawl_frontier_hosts_ready)", "ready"),
                 target("sum(streamcrawl_frontier_hosts_throttled)", "throttled"),
+                target("sum(streamcrawl_frontier_hosts_held)", "held (Retry-After, robots.txt)"),
             ],
         ),
         timeseries(

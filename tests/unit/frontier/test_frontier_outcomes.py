@@ -10,6 +10,7 @@ from frontier.records import ReportWait
 from schemas.fetch import FetchRequest
 from schemas.outcomes import FetchOutcome
 from schemas.seeds import CrawlRequest
+from schemas.urls import DiscoveredUrl, DiscoveredUrls
 from tests.unit.frontier.simulation import Simulation
 
 A = "https://a.example"
@@ -28,6 +29,14 @@ def outcome_for(request: FetchRequest, **fields: Any) -> FetchOutcome:
         fetched_at=1,
         **values,
     )
+
+
+def held_hosts(sim: Simulation) -> float:
+    """The ``hosts_held`` gauge, set by the tick one progress interval from now."""
+    sim.clock.advance_ms(sim.config.progress_interval_ms)
+    sim.tick_all()
+    [sample] = sim.metrics.hosts_held.collect()[0].samples
+    return sample.value
 
 
 def answer(sim: Simulation, request: FetchRequest, **fields: Any) -> None:
@@ -97,7 +106,7 @@ def test_429_shrinks_the_window_to_one_lease(tmp_path: Path) -> None:
     sim.run()
     first = list(sim.held_fetches)
     assert len(first) == 4  # max(2, per-host concurrency) without a politeness delay
-    answer(sim, first[0], kind="retryable", status=429, retry_after_ms=60_000)
+    answer(sim, first[0], kind="retryable", status=429)  # no Retry-After: no hold
     answer(sim, first[1])
     answer(sim, first[2])
     assert len(sim.fetches) == 4  # three in flight, window of one: nothing new
@@ -107,6 +116,96 @@ def test_429_shrinks_the_window_to_one_lease(tmp_path: Path) -> None:
         answer(sim, sim.held_fetches[-1])
         assert sim.total("w", "leased") == 1
     assert len(sim.fetches) == 8
+    sim.close()
+
+
+def test_a_retry_after_holds_the_whole_host_and_spends_one_retry(tmp_path: Path) -> None:
+    config = FrontierConfig(fetcher_host_concurrency=4)
+    sim = Simulation(tmp_path, site={}, config=config, auto_fetch=False)
+    seeds = [f"{A}/{n}" for n in range(10)] + ["https://b.example/1", "https://b.example/2"]
+    sim.start(CrawlRequest(crawl_id="h", seeds=seeds, politeness_delay_ms=0))
+    sim.run()
+    on_a = [request for request in sim.held_fetches if request.host == "a.example"]
+    assert len(on_a) == 4
+    answer(sim, on_a[0], kind="retryable", status=503, retry_after_ms=60_000)
+    for request in on_a[1:]:
+        answer(sim, request)
+    on_b = [request for request in sim.held_fetches if request.host == "b.example"]
+    for request in on_b:
+        answer(sim, request)
+    assert [r.host for r in sim.fetches].count("a.example") == 4  # held: nothing more leased
+    assert sim.total("h", "fetched") == 5  # three of a.example, both of b.example
+    sim.clock.advance_ms(58_000)
+    assert held_hosts(sim) == 1  # a progress interval later: 59 s
+    sim.run()
+    assert [r.host for r in sim.fetches].count("a.example") == 4
+    sim.clock.advance_ms(2_000)
+    sim.tick_all()
+    sim.run()
+    assert [r.host for r in sim.fetches].count("a.example") == 5  # the window is one after a 503
+    while sim.held_fetches and sim.held_fetches[-1].host == "a.example":
+        answer(sim, sim.held_fetches.pop())
+        sim.tick_all()
+        sim.run()
+    assert sim.total("h", "fetched") == 12
+    assert sim.total("h", "retried") == 1  # only the URL that met the 503
+    assert sim.total("h", "host_holds") == 1
+    assert sim.metrics.host_holds._value.get() == 1
+    assert sim.dead_letters == []
+    sim.close()
+
+
+def test_admissions_and_a_restart_do_not_release_a_held_host(tmp_path: Path) -> None:
+    sim = Simulation(tmp_path, site={}, auto_fetch=False)
+    seeds = [f"{A}/robots-down"]  # unlimited depth: nothing but the hold stops its links
+    sim.start(CrawlRequest(crawl_id="r", seeds=seeds, max_depth=-1, politeness_delay_ms=0))
+    sim.run()
+    [first] = sim.held_fetches
+    error = "robots.txt unreachable: http_status: 503"
+    answer(sim, first, kind="retryable", status=None, error=error, retry_after_ms=1_800_000)
+    found = DiscoveredUrls(
+        crawl_id="r",
+        host="a.example",
+        depth=1,
+        source_url=f"{A}/elsewhere",
+        discovered_at=1,
+        urls=[DiscoveredUrl(url=f"{A}/{n}") for n in range(3)],
+    )
+    sim.inject(sim.topics.urls, "a.example", found)
+    sim.run()
+    sim.tick_all()
+    sim.run()
+    assert len(sim.fetches) == 1
+    sim.restart(0)  # memory forgets the hold; the stored one still counts
+    sim.clock.advance_ms(1_799_000)
+    sim.tick_all()
+    sim.run()
+    assert len(sim.fetches) == 1
+    sim.clock.advance_ms(2_000)
+    sim.tick_all()
+    sim.run()
+    assert len(sim.fetches) == 3  # the normal window of two
+    sim.close()
+
+
+def test_a_longer_hold_is_not_shortened(tmp_path: Path) -> None:
+    config = FrontierConfig(fetcher_host_concurrency=2)
+    sim = Simulation(tmp_path, site={}, config=config, auto_fetch=False)
+    seeds = [f"{A}/{n}" for n in range(4)]
+    sim.start(CrawlRequest(crawl_id="l", seeds=seeds, politeness_delay_ms=0))
+    sim.run()
+    first, second = sim.held_fetches
+    answer(sim, first, kind="retryable", status=429, retry_after_ms=120_000)
+    answer(sim, second, kind="retryable", status=429, retry_after_ms=10_000)
+    sim.clock.advance_ms(60_000)
+    sim.tick_all()
+    sim.run()
+    assert len(sim.fetches) == 2
+    assert sim.total("l", "host_holds") == 1
+    sim.clock.advance_ms(61_000)
+    sim.tick_all()
+    sim.run()
+    assert len(sim.fetches) == 3
     sim.close()
 
 

@@ -116,6 +116,8 @@ def test_the_service_registers_them_on_the_default_registry() -> None:
         "streamcrawl_frontier_urls_queued",
         "streamcrawl_frontier_leases_open",
         "streamcrawl_frontier_hosts_throttled",
+        "streamcrawl_frontier_hosts_held",
+        "streamcrawl_frontier_host_holds_total",
         "streamcrawl_frontier_oldest_ready_url_age_seconds",
     ):
         assert name in text
