@@ -278,11 +278,12 @@ def frontier_row() -> list[Panel]:
             ],
         ),
         timeseries(
-            "Released, retried, dead",
+            "Released, retried, dead; host holds",
             [
                 counter_rate("urls_released", "released"),
                 counter_rate("urls_retried", "retried"),
                 counter_rate("urls_dead", "dead"),
+                counter_rate("host_holds", "host holds"),
             ],
             "reqps",
         ),
