@@ -3,7 +3,9 @@
 Every librdkafka property from settings passes through untouched; on top of it the kernel sets what
 the design requires: idempotent producers with acks=all, zstd, the `murmur2_random` partitioner (so
 keys land where Java clients put them), size limits derived from the topic registry, consumers that
-start at the earliest offset and never store offsets on their own.
+start at the earliest offset and never store offsets on their own. Every client logs through
+:data:`CLIENT_LOG` (JSON lines like the rest, repeats collapsed by `streamcrawl.logs.RepeatFilter`),
+never straight to stderr.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from schemas import registry
 from streamcrawl.exceptions import DeliveryError, FatalKafkaError
+from streamcrawl.logs import RepeatFilter
 from streamcrawl.settings import Settings
 
-log = logging.getLogger(__name__)
+CLIENT_LOG = logging.getLogger("streamcrawl.kafka.client")
+"""librdkafka's messages and the errors its clients report."""
+CLIENT_LOG.addFilter(RepeatFilter())
 
 Headers = list[tuple[str, bytes]]
-ClientConfig = dict[str, str | int | float | bool]
 
 _IGNORABLE = {
     KafkaError._PARTITION_EOF,
@@ -31,8 +35,8 @@ _IGNORABLE = {
 }
 
 
-def admin_config(settings: Settings) -> ClientConfig:
-    return dict(settings.kafka.librdkafka())
+def admin_config(settings: Settings) -> dict[str, Any]:
+    return {"logger": CLIENT_LOG, **settings.kafka.librdkafka()}
 
 
 def coordinates(message: Message) -> tuple[str, int, int]:
@@ -61,6 +65,7 @@ def producer_config(settings: Settings, *, transactional_id: str | None = None) 
         "partitioner": "murmur2_random",
         "linger.ms": 5,
         "client.id": f"streamcrawl-{settings.instance_id}",
+        "logger": CLIENT_LOG,
         **registry.producer_limits(),
     }
     if transactional_id:
@@ -85,6 +90,7 @@ def consumer_config(
         "session.timeout.ms": settings.loop.session_timeout_ms,
         "heartbeat.interval.ms": settings.loop.heartbeat_interval_ms,
         "client.id": f"streamcrawl-{settings.instance_id}",
+        "logger": CLIENT_LOG,
         "enable.partition.eof": False,
         **registry.consumer_limits(),
     }
@@ -103,6 +109,7 @@ def table_consumer_config(settings: Settings) -> dict[str, Any]:
         "enable.auto.offset.store": False,
         "enable.partition.eof": False,
         "client.id": f"streamcrawl-table-{settings.instance_id}",
+        "logger": CLIENT_LOG,
         **registry.consumer_limits(),
     }
     config.update(settings.kafka.librdkafka())
@@ -160,7 +167,7 @@ def check_consumer_error(error: KafkaError) -> None:
         return
     if is_fatal(error):
         raise FatalKafkaError(str(error))
-    log.warning("kafka consumer error (retrying): %s", error)
+    CLIENT_LOG.warning("kafka consumer error (retrying): %s", error)
 
 
 class DeliveryFuture(Future[Message]):
@@ -209,9 +216,9 @@ class KafkaProducer:
     def _on_error(self, error: KafkaError) -> None:
         if is_fatal(error):
             self._fatal = error
-            log.error("fatal kafka producer error: %s", error)
+            CLIENT_LOG.error("fatal kafka producer error: %s", error)
         elif error.code() not in _IGNORABLE:
-            log.warning("kafka producer error (librdkafka retries): %s", error)
+            CLIENT_LOG.warning("kafka producer error (librdkafka retries): %s", error)
 
     def _raise_if_fatal(self) -> None:
         if self._fatal is not None:
@@ -284,4 +291,4 @@ class KafkaProducer:
     def close(self, timeout_s: float = 10.0) -> None:
         remaining = self._producer.flush(timeout_s)
         if remaining:
-            log.error("%d messages undelivered at producer close", remaining)
+            CLIENT_LOG.error("%d messages undelivered at producer close", remaining)

@@ -101,7 +101,8 @@ def run_service(
     on_ready: Callable[[ServiceLoop], None] | None = None,
     api_address: str | None = None,
 ) -> int:
-    """Run `handler` under `spec` until SIGTERM; `api_address` is published in `members`."""
+    """Run `handler` under `spec` until SIGTERM (0) or an error, logged (1); `api_address` is
+    published in `members`."""
     configure_logging(spec.role, settings.instance_id, settings.log_level)
     loop = build_loop(spec, handler, settings)
     side = SideServer(
@@ -147,6 +148,11 @@ def run_service(
     settle_heap()
     try:
         loop.run(on_cycle=on_cycle, before_close=membership.leave)
+    except Exception:
+        # One JSON line with the traceback in `exc`, not a bare traceback among JSON lines; the
+        # supervisor (`up`, Kubernetes) starts the instance again.
+        log.exception("%s %s stopped by an error", spec.role, settings.instance_id)
+        return 1
     finally:
         membership.close()
         side.stop()

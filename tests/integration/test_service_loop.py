@@ -3,7 +3,8 @@
 Covers: a message through the loop; poison messages dead-lettered with coordinates; a crash at each
 named crash point losing nothing (and, thanks to the changelog source filter, counting nothing
 twice); an output the broker refuses stopping the service before the commit; SIGTERM draining
-and committing; co-partitioned state moving between instances.
+and committing; co-partitioned state moving between instances; an instance fenced by another with
+its id exiting with its error as one JSON line, in a log of nothing but JSON lines.
 """
 
 from __future__ import annotations
@@ -227,3 +228,26 @@ def _instances_holding(messages: list[Message]) -> set[str]:
         key = message.key().decode()
         latest[key] = decode(members.Member, message.value()) if message.value() else None
     return {m.instance for m in latest.values() if m is not None and m.partitions}
+
+
+def test_a_fenced_instance_exits_with_its_error_in_a_log_of_json_lines(
+    deployment: Deployment, started: list[ServiceProcess]
+) -> None:
+    first = ledger(deployment, started, "a")
+    produce_json(deployment.bootstrap, deployment.topic("in"), entries(0, 1))
+    out = TopicReader(deployment.bootstrap, deployment.topic("out"))
+    out.read_until(lambda ms: len(ms) >= 1, 60, "the first instance's output")
+    # The same instance id, as a second copy of a StatefulSet pod would have: the broker fences
+    # the first static member (its own state directory, so it gets as far as joining).
+    namesake = ServiceProcess(
+        LEDGER,
+        deployment.env("a", STREAMCRAWL_STATE__DIRECTORY=str(deployment.root / "state-again")),
+        deployment.root / "logs" / "a-again.log",
+    )
+    started.append(namesake.start())
+    assert first.wait(90) == 1, first.log_tail()
+    lines = first.log_path.read_text().splitlines()
+    entries_logged = [json.loads(line) for line in lines]  # librdkafka's own lines too
+    [stop] = [e for e in entries_logged if e["msg"] == "ledger a stopped by an error"]
+    assert stop["level"] == "error"
+    assert "FatalKafkaError" in stop["exc"] and "fenced" in stop["exc"].lower()
