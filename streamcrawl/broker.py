@@ -330,6 +330,11 @@ class LocalBroker:
         self.pid_path.unlink(missing_ok=True)
         logger.info("Kafka broker (pid %d) stopped", pid)
 
+    def exited(self) -> int | None:
+        """The exit status of the broker this object started, once it has ended; None while it
+        runs, and for a broker another process started (`streamcrawl kafka start`)."""
+        return None if self._process is None else self._process.poll()
+
     def status(self, timeout_s: float = 5.0) -> BrokerStatus:
         """Whether the broker process is alive and answers a metadata request."""
         pid = self._live_pid()

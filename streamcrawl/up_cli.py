@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+import time
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ from streamcrawl.topics import create_topics
 DEFAULT_BROKER_DIR = Path(".streamcrawl/kafka")
 STACK_READY_S = 120.0
 MAX_RESTARTS = 5
+RESTART_WINDOW_S = 600.0
 
 
 def add_commands(commands: Any) -> None:
@@ -179,7 +183,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         try:
             if not stopped.is_set():
                 say("running; Ctrl-C stops every service (the broker keeps its data)")
-            supervise(stack, stopped)
+            supervise(stack, stopped, broker)
         finally:
             say("stopping every service")
             codes = stack.stop()
@@ -191,21 +195,81 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def supervise(stack: Stack, stopped: threading.Event) -> None:
-    """Until `stopped`: start again any instance that exits with an error, at most
-    `MAX_RESTARTS` times each, since a service that keeps dying needs a person, not a loop."""
-    restarts: dict[str, int] = {}
-    while not stopped.wait(1.0):
+class RestartBudget:
+    """At most `limit` restarts of one process within `window_s`, as systemd's start limit: a
+    crash now and then over a crawl of days is restarted every time, a process that keeps dying
+    needs a person, not a loop. Once refused, a process stays refused."""
+
+    def __init__(
+        self,
+        limit: int = MAX_RESTARTS,
+        window_s: float = RESTART_WINDOW_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self._clock = clock
+        self._restarts: dict[str, deque[float]] = {}
+        self.refused: set[str] = set()
+
+    def allow(self, name: str) -> bool:
+        """Whether `name` may be restarted now; counts the restart when it may."""
+        if name in self.refused:
+            return False
+        now = self._clock()
+        recent = self._restarts.setdefault(name, deque())
+        while recent and now - recent[0] >= self.window_s:
+            recent.popleft()
+        if len(recent) >= self.limit:
+            self.refused.add(name)
+            return False
+        recent.append(now)
+        return True
+
+    def recent(self, name: str) -> int:
+        return len(self._restarts.get(name, ()))
+
+
+def supervise(
+    stack: Stack,
+    stopped: threading.Event,
+    broker: LocalBroker | None = None,
+    budget: RestartBudget | None = None,
+    interval_s: float = 1.0,
+) -> None:
+    """Until `stopped`: start again the local broker `up` started when it exits, and any
+    instance that exits with an error, within the `budget` (`RestartBudget`), saying each time
+    and saying when a process is left stopped."""
+    budget = budget or RestartBudget()
+    window = f"{budget.window_s / 60:.0f} min"
+    while not stopped.wait(interval_s):
+        code = None if broker is None else broker.exited()
+        if broker is not None and code is not None:
+            if budget.allow("broker"):
+                say(
+                    f"the local broker exited with {code} (logs {broker.logs_dir}); starting it "
+                    f"again ({budget.recent('broker')}/{budget.limit} in {window})"
+                )
+                broker.start()
+                say(f"the local broker is back on {broker.bootstrap}")
+            elif "broker" in budget.refused:
+                say(f"the local broker keeps exiting; stopping (logs {broker.logs_dir})")
+                return
         for instance in stack.failed():
-            count = restarts.get(instance.instance_id, 0)
-            if count >= MAX_RESTARTS:
+            name = instance.instance_id
+            if name in budget.refused:
                 continue
-            restarts[instance.instance_id] = count + 1
-            say(
-                f"{instance.instance_id} exited with {instance.process.poll()} (log "
-                f"{instance.log_path}); restarting ({count + 1}/{MAX_RESTARTS})"
-            )
-            stack.restart(instance.instance_id)
+            if budget.allow(name):
+                say(
+                    f"{name} exited with {instance.process.poll()} (log {instance.log_path}); "
+                    f"restarting ({budget.recent(name)}/{budget.limit} in {window})"
+                )
+                stack.restart(name)
+            else:
+                say(
+                    f"{name} exited {budget.limit + 1} times in {window}; left stopped, see "
+                    f"{instance.log_path}"
+                )
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
