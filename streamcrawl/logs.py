@@ -12,12 +12,15 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 
 REPEAT_WINDOW_S = 30.0
 REMEMBERED_KINDS = 1_000
 _NUMBERS = re.compile(r"\d+")
+LIBRDKAFKA_FORMAT = "%s [%s] %s"
+"""How confluent-kafka logs a librdkafka message: facility, client name, text."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -52,8 +55,9 @@ def configure_logging(role: str, instance: str, level: str = "INFO") -> None:
 class RepeatFilter(logging.Filter):
     """Let the first message of a kind through, then at most one a ``window_s``, which says how
     many like it were held back. A kind is the level and the message with its numbers taken out;
-    for librdkafka's messages (``args`` of facility, client name, text) the client name is left
-    out too, so the same failure reported by each client of a process is one kind."""
+    for librdkafka's messages (:data:`LIBRDKAFKA_FORMAT`) the client name is left out too, so the
+    same failure reported by each client of a process is one kind. Clients log from several
+    threads (the tables' consumers have their own), hence the lock."""
 
     def __init__(
         self, window_s: float = REPEAT_WINDOW_S, clock: Callable[[], float] = time.monotonic
@@ -63,17 +67,19 @@ class RepeatFilter(logging.Filter):
         self._clock = clock
         self._kinds: dict[str, tuple[float, int]] = {}
         """Per kind: when one was last let through, and how many were held back since."""
+        self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
         kind = f"{record.levelno} {_NUMBERS.sub('#', _text_of_kind(record))}"
-        now = self._clock()
-        last = self._kinds.get(kind)
-        if last is not None and now - last[0] < self._window_s:
-            self._kinds[kind] = (last[0], last[1] + 1)
-            return False
-        if len(self._kinds) >= REMEMBERED_KINDS:
-            self._forget_before(now - self._window_s)
-        self._kinds[kind] = (now, 0)
+        with self._lock:
+            now = self._clock()
+            last = self._kinds.get(kind)
+            if last is not None and now - last[0] < self._window_s:
+                self._kinds[kind] = (last[0], last[1] + 1)
+                return False
+            if len(self._kinds) >= REMEMBERED_KINDS:
+                self._forget_before(now - self._window_s)
+            self._kinds[kind] = (now, 0)
         if last is not None and last[1]:
             record.msg = f"{record.getMessage()} ({last[1]} more like it in {now - last[0]:.0f}s)"
             record.args = ()
@@ -87,7 +93,7 @@ class RepeatFilter(logging.Filter):
 
 def _text_of_kind(record: logging.LogRecord) -> str:
     args = record.args
-    if isinstance(args, tuple) and len(args) == 3 and all(isinstance(a, str) for a in args):
+    if record.msg == LIBRDKAFKA_FORMAT and isinstance(args, tuple) and len(args) == 3:
         facility, _client, text = args
         return f"{facility} {text}"
     return record.getMessage()
