@@ -1,5 +1,6 @@
-"""`streamcrawl seed`, `crawl`, `pause`, `resume`, `cancel` and `crawls`: publish a crawl request
-and follow it until done, send a command to a running crawl, or list the crawls."""
+"""`streamcrawl seed`, `crawl`, `watch`, `pause`, `resume`, `cancel` and `crawls`: publish a crawl
+request and follow it until done, follow one already running, send a command to a running crawl,
+or list the crawls."""
 
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ CONTROL_WAIT_S = 30.0
 """How long `pause`, `resume` and `cancel` wait for the crawl's owner (a frontier) to apply them."""
 TABLES_LOADED_S = 30.0
 """How long a command may take to read `crawls` and `progress` whole."""
+OUTCOMES_READ_S = 60.0
+"""How long a summary may take to read a crawl's outcomes to the end (`OutcomeTally.catch_up`)."""
 MAX_BAD_LINES_SHOWN = 10
 """A seed list's bad lines named one by one; the rest are counted."""
 
@@ -81,7 +84,8 @@ OPTIONS = {
 
 
 def add_commands(commands: Any) -> None:
-    """`seed`, `crawl`, `crawls`, `pause`, `resume` and `cancel` on the CLI's subcommands."""
+    """`seed`, `crawl`, `watch`, `crawls`, `pause`, `resume` and `cancel` on the CLI's
+    subcommands."""
     seed = commands.add_parser("seed", help="publish a crawl request; prints the crawl id")
     add_crawl_options(seed)
     seed.set_defaults(run=cmd_seed)
@@ -90,6 +94,13 @@ def add_commands(commands: Any) -> None:
     add_crawl_options(crawl)
     add_follow_option(crawl)
     crawl.set_defaults(run=cmd_crawl)
+
+    watch = commands.add_parser(
+        "watch", help="follow a crawl already submitted until done, then its summary"
+    )
+    add_crawl_id_argument(watch)
+    add_follow_option(watch)
+    watch.set_defaults(run=cmd_watch)
 
     listing = commands.add_parser("crawls", help="every crawl: its status, seeds and counters")
     listing.add_argument(
@@ -100,15 +111,19 @@ def add_commands(commands: Any) -> None:
 
     for action, explained in CONTROLS.items():
         control = commands.add_parser(action, help=explained)
-        control.add_argument(
-            "crawl_id", metavar="CRAWL_ID", help="the crawl, as seed or crawl printed it"
-        )
+        add_crawl_id_argument(control)
         control.add_argument(
             "--no-wait",
             action="store_true",
             help="return once it is sent, without waiting for the crawl's owner to apply it",
         )
         control.set_defaults(run=cmd_control, control=action)
+
+
+def add_crawl_id_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "crawl_id", metavar="CRAWL_ID", help="the crawl, as seed or crawl printed it"
+    )
 
 
 def _default(field: str) -> object:
@@ -380,16 +395,25 @@ def follow_crawl(
     console = Console()
     try:
         with CrawlWatcher(settings) as watcher:
+            watcher.wait_loaded(TABLES_LOADED_S)  # the first line shows the crawl as it stands
             view = watcher.follow(
                 crawl_id, say, timeout_s=timeout_s, console=console, on_tick=tally.poll
             )
-        tally.poll(timeout_s=1.0)
+        read_all = tally.catch_up(OUTCOMES_READ_S)
     except KeyboardInterrupt:
-        say(f"stopped following crawl {crawl_id}; it goes on (streamcrawl cancel {crawl_id})")
+        say(
+            f"stopped following crawl {crawl_id}; it goes on (streamcrawl watch {crawl_id} "
+            f"follows it again, streamcrawl cancel {crawl_id} ends it)"
+        )
         return 130
     finally:
         pages_by_status = tally.by_status()
         tally.close()
+    if not read_all:
+        say(
+            f"outcomes not read to the end within {OUTCOMES_READ_S:.0f}s: URLs by last outcome "
+            "are partial"
+        )
     with ServiceDirectory(settings) as directory:
         summary = gather_summary(crawl_id, view, pages_by_status, directory)
     for line in summary_lines(summary):
@@ -415,6 +439,22 @@ def submit_and_follow(settings: Settings, request: CrawlRequest, timeout_s: floa
 
 def cmd_crawl(args: argparse.Namespace, settings: Settings) -> int:
     return submit_and_follow(settings, crawl_request(args), args.timeout_s)
+
+
+def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
+    """Follow a crawl already submitted (by `seed`, or a `crawl` no longer followed) as `crawl`
+    does: its progress until done, then its summary, its outcomes read from its creation on."""
+    crawl_id = args.crawl_id
+    require_broker(settings)
+    with CrawlWatcher(settings) as watcher:
+        if not watcher.wait_loaded(TABLES_LOADED_S):
+            raise StreamcrawlError(f"could not read the crawls table within {TABLES_LOADED_S}s")
+        state = watcher.state(crawl_id)
+    if state is None:
+        say(f"no crawl {crawl_id} (not started, or its owner has not read it yet)")
+        return 1
+    tally = OutcomeTally(settings, crawl_id, since_ms=state.created_at)
+    return follow_crawl(settings, crawl_id, args.timeout_s, tally)
 
 
 def cmd_control(args: argparse.Namespace, settings: Settings) -> int:

@@ -73,6 +73,9 @@ class CrawlWatcher:
             max(0.0, deadline - time.monotonic())
         )
 
+    def state(self, crawl_id: str) -> crawls.CrawlState | None:
+        return self._crawls.get(crawl_id)
+
     def view(self, crawl_id: str) -> CrawlView:
         state = self._crawls.get(crawl_id)
         totals = self._totals(lambda key: key.startswith(f"{crawl_id}/")).get(crawl_id, {})
@@ -176,33 +179,58 @@ def progress_table(crawl_id: str, view: CrawlView, pages_per_s: float, started: 
 class OutcomeTally:
     """The latest outcome of each URL of one crawl, read from `outcomes` from creation on.
 
-    Create it before the crawl is submitted: it starts at the topic's current end, so it sees
-    every outcome of the new crawl and reads nothing older.
+    For a new crawl, create it before the crawl is submitted: it starts at the topic's current
+    end, so it sees every outcome of the new crawl and reads nothing older. For a crawl already
+    running (`streamcrawl watch`), ``since_ms`` is its creation time: each partition starts at
+    the first outcome written since (Kafka's offsets for times).
     """
 
-    def __init__(self, settings: Settings, crawl_id: str) -> None:
+    def __init__(self, settings: Settings, crawl_id: str, since_ms: int | None = None) -> None:
         self.crawl_id = crawl_id
         self.latest: dict[str, outcomes.FetchOutcome] = {}
         self.fetches = 0
         topic = topic_name(settings, outcomes.TOPIC)
         self._consumer = Consumer(table_consumer_config(settings))
         partitions = self._consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        starts = []
-        for partition in partitions:
-            _, high = self._consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=10
-            )
-            starts.append(TopicPartition(topic, partition, high))
+        ends = [self._high(TopicPartition(topic, partition)) for partition in partitions]
+        starts = ends
+        if since_ms is not None:
+            times = [TopicPartition(topic, partition, since_ms) for partition in partitions]
+            found = self._consumer.offsets_for_times(times, timeout=10)
+            # -1: nothing was written to that partition since then.
+            starts = [end if at.offset < 0 else at for at, end in zip(found, ends, strict=True)]
+        self._next = {at.partition: at.offset for at in starts}
+        """Per partition, the offset of the next outcome to read."""
         self._consumer.assign(starts)
+
+    def _high(self, partition: TopicPartition) -> TopicPartition:
+        _, high = self._consumer.get_watermark_offsets(partition, timeout=10)
+        return TopicPartition(partition.topic, partition.partition, high)
 
     def poll(self, timeout_s: float = 0.0, max_messages: int = 5000) -> None:
         for message in self._consumer.consume(max_messages, timeout_s):
-            if message.error() is not None or message.value() is None:
+            if message.error() is not None:
+                continue
+            partition, offset = message.partition(), message.offset()
+            if partition is not None and offset is not None:
+                self._next[partition] = offset + 1
+            if message.value() is None:
                 continue
             outcome = decode(outcomes.FetchOutcome, message.value())
             if outcome.crawl_id == self.crawl_id:
                 self.latest[outcome.url] = outcome
                 self.fetches += 1
+
+    def catch_up(self, timeout_s: float) -> bool:
+        """Read up to the topic's end as it is now; False when `timeout_s` ran out first."""
+        ends = [self._high(partition) for partition in self._consumer.assignment()]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if all(self._next[end.partition] >= end.offset for end in ends):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            self.poll(timeout_s=0.2)
 
     def by_status(self) -> dict[str, int]:
         """URLs by how they ended: the HTTP status, or the outcome kind when there was none."""

@@ -377,6 +377,68 @@ def test_crawls_lists_every_crawl_oldest_first_with_its_counters_summed_over_par
     assert run_cli(capsys, "crawls", "--status", "paused") == (0, "no crawls paused\n")
 
 
+def test_watch_follows_a_crawl_already_submitted_and_tallies_its_outcomes_since_creation(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The test plays the frontier and the fetcher: the crawl's state, a progress snapshot, and
+    outcomes on `outcomes`, one of them written before the crawl was created (an earlier crawl
+    under the same id), which the summary must not count."""
+    assert main(["topics", "create"]) == 0
+    capsys.readouterr()
+
+    def outcome(crawl_id: str, url: str, status: int) -> tuple[str, bytes]:
+        kind = "done" if status == 200 else "permanent"
+        value = FetchOutcome(
+            crawl_id=crawl_id,
+            url=url,
+            host="example.org",
+            lease_id=f"lease-{url}",
+            kind=kind,
+            status=status,
+            fetched_at=now_millis(),
+        )
+        return "example.org", encode(value)
+
+    outcomes = deployment.topic("outcomes")
+    produce_json(
+        deployment.bootstrap, outcomes, [outcome("w", "https://example.org/old", 503)], raw=True
+    )
+    created = now_millis() + 2
+    wait_for(lambda: now_millis() > created, 5, "the clock to pass the creation time")
+    produce_json(
+        deployment.bootstrap,
+        outcomes,
+        [
+            outcome("w", "https://example.org/", 200),
+            outcome("other", "https://example.org/elsewhere", 500),
+            outcome("w", "https://example.org/gone", 404),
+        ],
+        raw=True,
+    )
+    request = CrawlRequest(seeds=["https://example.org/"], crawl_id="w")
+    produce_json(
+        deployment.bootstrap,
+        deployment.topic("crawls"),
+        [("w", encode(crawl_state(request, "done", created)))],
+        raw=True,
+    )
+    snapshot = progress.PartitionProgress(
+        crawl_id="w", partition=0, snapshot=1, at=created, counters={"fetched": 1, "dead": 1}
+    )
+    produce_json(
+        deployment.bootstrap, deployment.topic("progress"), [("w/0", encode(snapshot))], raw=True
+    )
+
+    code, out = run_cli(capsys, "watch", "w")
+    assert code == 0, out
+    assert "status: done" in out
+    assert "URLs by last outcome: 200=1, 404=1\n" in out
+    assert run_cli(capsys, "watch", "nope") == (
+        1,
+        "no crawl nope (not started, or its owner has not read it yet)\n",
+    )
+
+
 def test_deadletters_lists_a_crawls_dead_urls_and_counts_them_by_stage_and_reason(
     deployment: Deployment, capsys: pytest.CaptureFixture[str]
 ) -> None:
