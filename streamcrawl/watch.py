@@ -30,6 +30,9 @@ from streamcrawl.table import TopicTable
 from streamcrawl.topics import topic_name
 
 FINAL_STATUSES = ("done", "cancelled")
+TALLY_BATCH = 5_000
+TALLY_BUDGET_S = 0.5
+"""How long one refresh of the progress may spend reading outcomes."""
 SHOWN = ("fetched", "queued", "leased", "delayed", "failed", "dead", "redirects", "duplicate")
 """The counters `crawl` follows; `delayed` are failed URLs waiting for their retry, which
 without it would look like a stalled crawl (nothing queued or leased, yet not done)."""
@@ -207,8 +210,18 @@ class OutcomeTally:
         _, high = self._consumer.get_watermark_offsets(partition, timeout=10)
         return TopicPartition(partition.topic, partition.partition, high)
 
-    def poll(self, timeout_s: float = 0.0, max_messages: int = 5000) -> None:
-        for message in self._consumer.consume(max_messages, timeout_s):
+    def poll(self, timeout_s: float = 0.0, budget_s: float = TALLY_BUDGET_S) -> None:
+        """Read what has arrived, batch after batch for up to ``budget_s`` while batches come
+        full (a `watch` of a long crawl starts far behind), the first waiting ``timeout_s``."""
+        started = time.monotonic()
+        while self._read_batch(timeout_s) == TALLY_BATCH:
+            if time.monotonic() - started >= budget_s:
+                return
+            timeout_s = 0.0
+
+    def _read_batch(self, timeout_s: float) -> int:
+        batch = self._consumer.consume(TALLY_BATCH, timeout_s)
+        for message in batch:
             if message.error() is not None:
                 continue
             partition, offset = message.partition(), message.offset()
@@ -220,6 +233,7 @@ class OutcomeTally:
             if outcome.crawl_id == self.crawl_id:
                 self.latest[outcome.url] = outcome
                 self.fetches += 1
+        return len(batch)
 
     def catch_up(self, timeout_s: float) -> bool:
         """Read up to the topic's end as it is now; False when `timeout_s` ran out first."""
