@@ -1,7 +1,6 @@
 """`python -m fetcher` runs one fetcher instance."""
 
-import sys
-
 from fetcher.service import main
+from streamcrawl.service import run_main
 
-sys.exit(main())
+run_main("fetcher", main)

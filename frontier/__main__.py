@@ -1,7 +1,6 @@
 """`python -m frontier` runs one frontier instance."""
 
-import sys
-
 from frontier.service import main
+from streamcrawl.service import run_main
 
-sys.exit(main())
+run_main("frontier", main)

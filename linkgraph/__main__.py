@@ -1,7 +1,6 @@
 """`python -m linkgraph` runs one linkgraph instance."""
 
-import sys
-
 from linkgraph.service import main
+from streamcrawl.service import run_main
 
-sys.exit(main())
+run_main("linkgraph", main)

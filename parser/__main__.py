@@ -1,7 +1,6 @@
 """`python -m parser` runs one parser instance."""
 
-import sys
-
 from parser.service import main
+from streamcrawl.service import run_main
 
-sys.exit(main())
+run_main("parser", main)

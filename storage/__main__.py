@@ -1,7 +1,6 @@
 """`python -m storage` runs one storage instance."""
 
-import sys
-
 from storage.service import main
+from streamcrawl.service import run_main
 
-sys.exit(main())
+run_main("storage", main)

@@ -8,10 +8,13 @@ service's spec and handler, and returns the exit status: 0 after a SIGTERM/SIGIN
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from types import FrameType
+from typing import NoReturn
 
 from confluent_kafka import Consumer
 
@@ -27,7 +30,7 @@ from streamcrawl.loop import ServiceLoop
 from streamcrawl.membership import MemberPublisher
 from streamcrawl.metrics import LoopMetrics
 from streamcrawl.recovery import ChangelogRestorer
-from streamcrawl.settings import Settings
+from streamcrawl.settings import Settings, default_instance_id
 from streamcrawl.sideserver import SideServer
 from streamcrawl.spec import Input, ServiceSpec
 from streamcrawl.state import StoreOptions
@@ -101,8 +104,7 @@ def run_service(
     on_ready: Callable[[ServiceLoop], None] | None = None,
     api_address: str | None = None,
 ) -> int:
-    """Run `handler` under `spec` until SIGTERM (0) or an error, logged (1); `api_address` is
-    published in `members`."""
+    """Run `handler` under `spec` until SIGTERM; `api_address` is published in `members`."""
     configure_logging(spec.role, settings.instance_id, settings.log_level)
     loop = build_loop(spec, handler, settings)
     side = SideServer(
@@ -148,13 +150,24 @@ def run_service(
     settle_heap()
     try:
         loop.run(on_cycle=on_cycle, before_close=membership.leave)
-    except Exception:
-        # One JSON line with the traceback in `exc`, not a bare traceback among JSON lines; the
-        # supervisor (`up`, Kubernetes) starts the instance again.
-        log.exception("%s %s stopped by an error", spec.role, settings.instance_id)
-        return 1
     finally:
         membership.close()
         side.stop()
     log.info("%s %s stopped", spec.role, settings.instance_id)
     return 0
+
+
+def run_main(role: str, main: Callable[[], int]) -> NoReturn:
+    """A service's `python -m ROLE`: exit with `main`'s status. An error `main` lets through (a
+    fenced consumer, a broker that refuses an output for good) is logged as one JSON line with its
+    traceback in `exc`, not printed bare among the JSON lines, and the status is 1, as Python's
+    own would be; the supervisor (`up`, Kubernetes) starts the instance again."""
+    try:
+        code = main()
+    except Exception:
+        if not logging.getLogger().handlers:  # it failed before it configured its logs
+            instance = os.environ.get("STREAMCRAWL_INSTANCE_ID") or default_instance_id()
+            configure_logging(role, instance)
+        log.exception("%s stopped by an error", role)
+        code = 1
+    sys.exit(code)

@@ -27,6 +27,11 @@ _SECRET_MARKERS = (
 """Substrings of librdkafka property names whose values are credentials or private keys."""
 
 
+def default_instance_id() -> str:
+    """An instance without `STREAMCRAWL_INSTANCE_ID`: host and pid, new at every start."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
 def _is_secret(name: str) -> bool:
     lowered = name.lower()
     return any(marker in lowered for marker in _SECRET_MARKERS)
@@ -151,7 +156,7 @@ class Settings(BaseSettings):
     state: StateSettings = StateSettings()
     loop: LoopSettings = LoopSettings()
     http: HttpSettings = HttpSettings()
-    instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    instance_id: str = Field(default_factory=default_instance_id)
     log_level: str = "INFO"
     crash_at: str | None = None
     """Name of a crash point (`streamcrawl.crashpoints`) at which the process dies; tests only."""

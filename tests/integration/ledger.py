@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 from schemas.base import InternalModel
 from schemas.serde import decode
 from streamcrawl.handler import BaseHandler, Context, Record
-from streamcrawl.service import run_service, service_spec
+from streamcrawl.service import run_main, run_service, service_spec
 from streamcrawl.settings import Settings
 from streamcrawl.spec import Input, ServiceSpec
 
@@ -71,4 +70,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main("ledger", main)

@@ -248,6 +248,6 @@ def test_a_fenced_instance_exits_with_its_error_in_a_log_of_json_lines(
     assert first.wait(90) == 1, first.log_tail()
     lines = first.log_path.read_text().splitlines()
     entries_logged = [json.loads(line) for line in lines]  # librdkafka's own lines too
-    [stop] = [e for e in entries_logged if e["msg"] == "ledger a stopped by an error"]
+    [stop] = [e for e in entries_logged if e["msg"] == "ledger stopped by an error"]
     assert stop["level"] == "error"
     assert "FatalKafkaError" in stop["exc"] and "fenced" in stop["exc"].lower()
