@@ -30,6 +30,8 @@ from streamcrawl.table import TopicTable
 from streamcrawl.topics import topic_name
 
 FINAL_STATUSES = ("done", "cancelled")
+LEASES_DRAIN_S = 30.0
+"""How long following waits, once a crawl is final, for the outcomes of its leased fetches."""
 TALLY_BATCH = 5_000
 TALLY_BUDGET_S = 0.5
 """How long one refresh of the progress may spend reading outcomes."""
@@ -112,20 +114,28 @@ class CrawlWatcher:
         console: Console | None = None,
         on_tick: Callable[[], None] = lambda: None,
     ) -> CrawlView:
-        """Show progress until the crawl reaches a final status (or the optional timeout).
+        """Show progress until the crawl reaches a final status (or the optional timeout) and the
+        fetches it had leased then reported back (a crawl cancelled or ended by its max duration
+        still has some), for at most `LEASES_DRAIN_S`.
 
         With a terminal `console` the progress is a live table; otherwise `show` gets a line
         every `interval_s`. `on_tick` runs once per refresh (the tally reads outcomes there).
         """
         rate = PageRate()
         started = time.monotonic()
+        final_at: float | None = None
 
         def tick() -> tuple[CrawlView, float, bool]:
+            nonlocal final_at
             on_tick()
             view = self.view(crawl_id)
             now = time.monotonic()
             pages_per_s = rate.add(now, view.counters.get("fetched", 0))
-            finished = view.status in FINAL_STATUSES
+            finished = False
+            if view.status in FINAL_STATUSES:
+                final_at = now if final_at is None else final_at
+                drained = view.counters.get("leased", 0) <= 0
+                finished = drained or now - final_at >= LEASES_DRAIN_S
             timed_out = timeout_s is not None and now - started > timeout_s
             return view, pages_per_s, finished or timed_out
 

@@ -439,6 +439,50 @@ def test_watch_follows_a_crawl_already_submitted_and_tallies_its_outcomes_since_
     )
 
 
+def test_following_a_crawl_that_ended_with_fetches_leased_waits_for_their_outcomes(
+    deployment: Deployment,
+) -> None:
+    """A crawl ended by its max duration still has fetches out; its summary counts them once
+    their outcomes are in (the frontier's next snapshot: nothing leased), not before."""
+    assert main(["topics", "create"]) == 0
+    request = CrawlRequest(seeds=["https://example.org/"], crawl_id="late", max_duration_ms=1000)
+    ended = crawl_state(request, "done", now_millis()).model_copy(
+        update={"ended_by": "max_duration"}
+    )
+    produce_json(
+        deployment.bootstrap, deployment.topic("crawls"), [("late", encode(ended))], raw=True
+    )
+
+    def snapshot(number: int, **counters: int) -> tuple[str, bytes]:
+        value = progress.PartitionProgress(
+            crawl_id="late", partition=0, snapshot=number, at=now_millis(), counters=counters
+        )
+        return "late/0", encode(value)
+
+    progress_topic = deployment.topic("progress")
+    produce_json(deployment.bootstrap, progress_topic, [snapshot(1, fetched=5, leased=2)], raw=True)
+    command = subprocess.Popen(
+        [sys.executable, "-m", "streamcrawl.cli", "watch", "late"],
+        cwd=REPO,
+        env=deployment.env("cli"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert command.stdout is not None
+    shown = []
+    for line in command.stdout:  # one progress line a second until the leases report back
+        shown.append(line)
+        if " done fetched=5 " in line and " leased=2 " in line:
+            break
+    assert command.poll() is None, "".join(shown)
+    produce_json(deployment.bootstrap, progress_topic, [snapshot(2, fetched=7, leased=0)], raw=True)
+    rest, _ = command.communicate(timeout=60)
+    assert command.returncode == 0, rest
+    assert "pages fetched: 7 " in rest
+    assert "status: done (its max duration was reached" in rest
+
+
 def test_deadletters_lists_a_crawls_dead_urls_and_counts_them_by_stage_and_reason(
     deployment: Deployment, capsys: pytest.CaptureFixture[str]
 ) -> None:
