@@ -44,6 +44,18 @@ def answer(sim: Simulation, request: FetchRequest, **fields: Any) -> None:
     sim.run()
 
 
+def answered_by_hand(
+    tmp_path: Path, crawl_id: str, seeds: list[str], host_concurrency: int = 2, **request: Any
+) -> Simulation:
+    """A crawl of `seeds` without a politeness delay, run until its first fetches wait for the
+    test to answer them (`held_fetches`)."""
+    config = FrontierConfig(fetcher_host_concurrency=host_concurrency)
+    sim = Simulation(tmp_path, site={}, config=config, auto_fetch=False)
+    sim.start(CrawlRequest(crawl_id=crawl_id, seeds=seeds, politeness_delay_ms=0, **request))
+    sim.run()
+    return sim
+
+
 def test_retry_waits_for_its_backoff_then_succeeds(tmp_path: Path) -> None:
     def flaky(request: FetchRequest, attempt: int) -> dict[str, Any] | None:
         if attempt <= 2:  # Retry-After 30 s, longer than the backoff
@@ -99,11 +111,7 @@ def test_dead_after_max_retries_with_a_dead_letter(tmp_path: Path) -> None:
 
 
 def test_429_shrinks_the_window_to_one_lease(tmp_path: Path) -> None:
-    config = FrontierConfig(fetcher_host_concurrency=4)
-    sim = Simulation(tmp_path, site={}, config=config, auto_fetch=False)
-    seeds = [f"{A}/{n}" for n in range(10)]
-    sim.start(CrawlRequest(crawl_id="w", seeds=seeds, politeness_delay_ms=0))
-    sim.run()
+    sim = answered_by_hand(tmp_path, "w", [f"{A}/{n}" for n in range(10)], host_concurrency=4)
     first = list(sim.held_fetches)
     assert len(first) == 4  # max(2, per-host concurrency) without a politeness delay
     answer(sim, first[0], kind="retryable", status=429)  # no Retry-After: no hold
@@ -120,11 +128,8 @@ def test_429_shrinks_the_window_to_one_lease(tmp_path: Path) -> None:
 
 
 def test_a_retry_after_holds_the_whole_host_and_spends_one_retry(tmp_path: Path) -> None:
-    config = FrontierConfig(fetcher_host_concurrency=4)
-    sim = Simulation(tmp_path, site={}, config=config, auto_fetch=False)
     seeds = [f"{A}/{n}" for n in range(10)] + ["https://b.example/1", "https://b.example/2"]
-    sim.start(CrawlRequest(crawl_id="h", seeds=seeds, politeness_delay_ms=0))
-    sim.run()
+    sim = answered_by_hand(tmp_path, "h", seeds, host_concurrency=4)
     on_a = [request for request in sim.held_fetches if request.host == "a.example"]
     assert len(on_a) == 4
     answer(sim, on_a[0], kind="retryable", status=503, retry_after_ms=60_000)
@@ -156,10 +161,8 @@ def test_a_retry_after_holds_the_whole_host_and_spends_one_retry(tmp_path: Path)
 
 
 def test_admissions_and_a_restart_do_not_release_a_held_host(tmp_path: Path) -> None:
-    sim = Simulation(tmp_path, site={}, auto_fetch=False)
-    seeds = [f"{A}/robots-down"]  # unlimited depth: nothing but the hold stops its links
-    sim.start(CrawlRequest(crawl_id="r", seeds=seeds, max_depth=-1, politeness_delay_ms=0))
-    sim.run()
+    # Unlimited depth: nothing but the hold stops its links.
+    sim = answered_by_hand(tmp_path, "r", [f"{A}/robots-down"], max_depth=-1)
     [first] = sim.held_fetches
     error = "robots.txt unreachable: http_status: 503"
     answer(sim, first, kind="retryable", status=None, error=error, retry_after_ms=1_800_000)
@@ -189,11 +192,7 @@ def test_admissions_and_a_restart_do_not_release_a_held_host(tmp_path: Path) -> 
 
 
 def test_a_longer_hold_is_not_shortened(tmp_path: Path) -> None:
-    config = FrontierConfig(fetcher_host_concurrency=2)
-    sim = Simulation(tmp_path, site={}, config=config, auto_fetch=False)
-    seeds = [f"{A}/{n}" for n in range(4)]
-    sim.start(CrawlRequest(crawl_id="l", seeds=seeds, politeness_delay_ms=0))
-    sim.run()
+    sim = answered_by_hand(tmp_path, "l", [f"{A}/{n}" for n in range(4)])
     first, second = sim.held_fetches
     answer(sim, first, kind="retryable", status=429, retry_after_ms=120_000)
     answer(sim, second, kind="retryable", status=429, retry_after_ms=10_000)
