@@ -411,6 +411,7 @@ def test_watch_follows_a_crawl_already_submitted_and_tallies_its_outcomes_since_
         [
             outcome("w", "https://example.org/", 200),
             outcome("other", "https://example.org/elsewhere", 500),
+            ("example.org", b"{not json"),  # the frontier dead-letters it; the tally skips it
             outcome("w", "https://example.org/gone", 404),
         ],
         raw=True,
