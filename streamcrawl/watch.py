@@ -5,9 +5,10 @@ The CLI reads `crawls` and `progress` whole, sums the latest counters of every f
 and shows them until the crawl's status is done (set by the crawl's owner from two consecutive
 snapshots of every partition, DESIGN section 3 step 8): no timeout guesses that a crawl finished.
 On a terminal the display is a live `rich` table; elsewhere (a pipe, CI) a line every few seconds.
-An :class:`OutcomeTally` started before the crawl is submitted reads `outcomes` from that moment
-on and keeps the latest outcome of each of the crawl's URLs, for the summary's "URLs by last
-outcome".
+An :class:`OutcomeTally` reads `outcomes` from the crawl's start (from that moment, when started
+before the crawl is submitted; from its creation time, for `watch`) and keeps the latest outcome
+of each of the crawl's URLs, for the summary's "URLs by last outcome". A crawl that ends with
+fetches still leased (cancelled, or at its max duration) is followed until they report back.
 """
 
 from __future__ import annotations
