@@ -11,7 +11,9 @@ retries waiting for their backoff), ``recrawl_scheduled`` (gauge), ``leases``, `
 ``unchanged``, ``failed``, ``retried``, ``dead``, ``expired``, ``redirects``, ``dropped_cancelled``,
 ``outcomes_ignored``, ``reports_expected``, ``reports_admitted``, ``reports_repeated``,
 ``reports_waiting`` (gauge), ``discovered_messages_announced``, ``discovered_messages_admitted``,
-``discovered_messages_repeated``, ``seeds``; per depth q ``unfinished_d<q>`` (gauge); on the owner
+``discovered_messages_repeated``, ``seeds``; ``hosts_held`` (gauge, absent when 0: hosts held by a
+Retry-After or an unreadable robots.txt whose queue the crawl heads, `frontier.outcomes.hold_host`,
+so a crawl that only waits says so); per depth q ``unfinished_d<q>`` (gauge); on the owner
 ``budget_granted`` (the ledger's total); for finite-budget crawls ``budget_available`` and
 ``budget_consumed`` from the account; and for depth-ordered crawls (`frontier.budget`) per depth q
 ``announced_d<q>`` and ``admitted_d<q>`` (DiscoveredUrls messages), which with ``unfinished_d<q>``
@@ -40,14 +42,19 @@ message is still travelling, the sums can balance for a moment.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import islice
 
-from frontier.records import CRAWL
+from frontier.queues import head
+from frontier.records import CRAWL, QUEUE
 from frontier.session import PartitionSession
 from schemas.progress import PartitionProgress
 from schemas.progress import key as progress_key
 
 HISTORY = 2
+HELD_HOSTS_LOOKED_AT = 1_000
+"""At most this many held hosts are attributed to crawls per snapshot, one seek each."""
 
 
 class ProgressBook:
@@ -119,9 +126,23 @@ def budget_spent(snapshots: Sequence[PartitionProgress], max_links: int) -> bool
     return granted >= max_links and stuck
 
 
+def held_hosts_by_crawl(session: PartitionSession) -> Counter[str]:
+    """Per crawl, the partition's held hosts whose queue starts with one of its URLs (the URL a
+    release would lease first); at most `HELD_HOSTS_LOOKED_AT` hosts are looked at."""
+    heap = session.memory.heap
+    held = (host for host in heap.held if heap.held_until(host, session.now_ms) is not None)
+    crawls: Counter[str] = Counter()
+    for host in islice(held, HELD_HOSTS_LOOKED_AT):
+        first = head(session.table(QUEUE), host)
+        if first is not None:
+            crawls[first[1].crawl_id] += 1
+    return crawls
+
+
 def publish_progress(session: PartitionSession) -> None:
     """Tick: publish the crawls whose counters changed, or whose heartbeat is due."""
     heartbeat = session.config.heartbeat_interval_ms
+    held = held_hosts_by_crawl(session)
     for key, _ in list(session.table(CRAWL).scan()):
         crawl_id = key.decode()
         record = session.record(crawl_id)
@@ -135,12 +156,15 @@ def publish_progress(session: PartitionSession) -> None:
         record.published_at = session.now_ms
         record.dirty = False
         session.changed(crawl_id, progress=False)
+        counters = record.progress_counters(session.tally(crawl_id))
+        if held[crawl_id]:
+            counters["hosts_held"] = held[crawl_id]
         progress = PartitionProgress(
             crawl_id=crawl_id,
             partition=session.partition,
             snapshot=record.snapshot,
             at=session.now_ms,
-            counters=record.progress_counters(session.tally(crawl_id)),
+            counters=counters,
         )
         session.produce(
             session.topics.progress, progress_key(crawl_id, session.partition), progress

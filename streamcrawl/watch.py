@@ -38,9 +38,20 @@ LEASES_DRAIN_S = 30.0
 TALLY_BATCH = 5_000
 TALLY_BUDGET_S = 0.5
 """How long one refresh of the progress may spend reading outcomes."""
-SHOWN = ("fetched", "queued", "leased", "delayed", "failed", "dead", "redirects", "duplicate")
-"""The counters `crawl` follows; `delayed` are failed URLs waiting for their retry, which
-without it would look like a stalled crawl (nothing queued or leased, yet not done)."""
+SHOWN = (
+    "fetched",
+    "queued",
+    "leased",
+    "delayed",
+    "hosts_held",
+    "failed",
+    "dead",
+    "redirects",
+    "duplicate",
+)
+"""The counters `crawl` follows. `delayed` are failed URLs waiting for their retry and
+`hosts_held` hosts held back by a Retry-After or an unreadable robots.txt: without them a crawl
+that only waits would look stalled (queued URLs, nothing leased, yet not done)."""
 RATE_WINDOW_S = 5.0
 
 

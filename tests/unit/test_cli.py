@@ -343,4 +343,13 @@ def test_progress_shows_urls_waiting_for_a_retry() -> None:
     stalled: the line says how many wait."""
     view = CrawlView("active", {"fetched": 12, "queued": 0, "leased": 0, "delayed": 3})
     line = progress_line(view, 0.0, 42.0)
-    assert line.startswith("[  42.0s] active fetched=12 queued=0 leased=0 delayed=3 failed=0")
+    assert line.startswith(
+        "[  42.0s] active fetched=12 queued=0 leased=0 delayed=3 hosts_held=0 failed=0"
+    )
+
+
+def test_progress_shows_hosts_held_back() -> None:
+    """A crawl whose queued URLs are all on a host held by a Retry-After or an unreadable
+    robots.txt leases nothing for a while: the line says a host is held."""
+    view = CrawlView("active", {"fetched": 73, "queued": 326, "leased": 0, "hosts_held": 1})
+    assert " queued=326 leased=0 delayed=0 hosts_held=1 " in progress_line(view, 0.0, 17.0)

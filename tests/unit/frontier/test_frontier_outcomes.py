@@ -39,6 +39,13 @@ def held_hosts(sim: Simulation) -> float:
     return sample.value
 
 
+def published(sim: Simulation, crawl_id: str, counter: str) -> int:
+    """The counter in the crawl's latest progress snapshots, summed over partitions."""
+    sim.run()  # the snapshots the last tick published
+    history = sim.book.snapshots(crawl_id).values()
+    return sum(snapshots[-1].counters.get(counter, 0) for snapshots in history)
+
+
 def answer(sim: Simulation, request: FetchRequest, **fields: Any) -> None:
     sim.inject(sim.topics.outcomes, request.host, outcome_for(request, **fields))
     sim.run()
@@ -142,6 +149,7 @@ def test_a_retry_after_holds_the_whole_host_and_spends_one_retry(tmp_path: Path)
     assert sim.total("h", "fetched") == 5  # three of a.example, both of b.example
     sim.clock.advance_ms(58_000)
     assert held_hosts(sim) == 1  # a progress interval later: 59 s
+    assert published(sim, "h", "hosts_held") == 1  # the crawl's progress says it waits for it
     sim.run()
     assert [r.host for r in sim.fetches].count("a.example") == 4
     sim.clock.advance_ms(2_000)
@@ -153,6 +161,7 @@ def test_a_retry_after_holds_the_whole_host_and_spends_one_retry(tmp_path: Path)
         sim.tick_all()
         sim.run()
     assert sim.total("h", "fetched") == 12
+    assert published(sim, "h", "hosts_held") == 0
     assert sim.total("h", "retried") == 1  # only the URL that met the 503
     assert sim.total("h", "host_holds") == 1
     assert sim.metrics.host_holds._value.get() == 1
