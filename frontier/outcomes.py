@@ -55,7 +55,7 @@ from frontier.session import PartitionSession
 from schemas.canonical import canonical_url, host_key, url_fingerprint
 from schemas.crawls import CrawlState
 from schemas.deadletter import dead_letter
-from schemas.outcomes import FetchOutcome
+from schemas.outcomes import OUTCOME_COUNTER, FetchOutcome, outcome_label
 from schemas.serde import encode
 from schemas.urls import DiscoveredUrl, DiscoveredUrls
 from streamcrawl.handler import Record
@@ -90,6 +90,7 @@ def handle_outcome(session: PartitionSession, outcome: FetchOutcome, source: Rec
         hold_host(session, lease.crawl_id, lease.host, outcome.retry_after_ms)
     fingerprint = url_fingerprint(lease.url)
     visited = session.visited(crawl_id, fingerprint) or VisitedRecord(lease.depth, "leased")
+    relabel(session, crawl_id, visited, outcome_label(outcome))
     crawl = session.crawl_state(crawl_id)
     if crawl is None:
         _finish(session, lease, visited, fingerprint, "dead")
@@ -135,6 +136,17 @@ def hold_host(session: PartitionSession, crawl_id: str, host: str, retry_after_m
     state.held_until_ms = until
     session.hold(host, until)
     session.count(crawl_id, "host_holds")
+
+
+def relabel(session: PartitionSession, crawl_id: str, visited: VisitedRecord, label: str) -> None:
+    """The URL's latest outcome is ``label``: it moves from its old ``outcome_<label>`` count to
+    the new one (every branch of `handle_outcome` then stores the visited record)."""
+    if visited.outcome == label:
+        return
+    if visited.outcome is not None:
+        session.count(crawl_id, OUTCOME_COUNTER + visited.outcome, -1)
+    session.count(crawl_id, OUTCOME_COUNTER + label)
+    visited.outcome = label
 
 
 def _finish(

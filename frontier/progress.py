@@ -13,7 +13,9 @@ retries waiting for their backoff), ``recrawl_scheduled`` (gauge), ``leases``, `
 ``reports_waiting`` (gauge), ``discovered_messages_announced``, ``discovered_messages_admitted``,
 ``discovered_messages_repeated``, ``seeds``; ``hosts_held`` (gauge, absent when 0: hosts held by a
 Retry-After or an unreadable robots.txt whose queue the crawl heads, `frontier.outcomes.hold_host`,
-so a crawl that only waits says so); per depth q ``unfinished_d<q>`` (gauge); on the owner
+so a crawl that only waits says so); per outcome label ``outcome_<label>`` (the crawl's URLs by
+their latest outcome, `frontier.outcomes.relabel`); per depth q ``unfinished_d<q>`` (gauge); on
+the owner
 ``budget_granted`` (the ledger's total); for finite-budget crawls ``budget_available`` and
 ``budget_consumed`` from the account; and for depth-ordered crawls (`frontier.budget`) per depth q
 ``announced_d<q>`` and ``admitted_d<q>`` (DiscoveredUrls messages), which with ``unfinished_d<q>``

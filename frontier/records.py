@@ -38,13 +38,14 @@ import json
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 import orjson
 
 from frontier.budget import BudgetAccount, depth_counter
 from frontier.fields import ABSENT_FIELD, pack_field, unpack_fields
 from frontier.retry import LeaseWindow
+from schemas.outcomes import MAX_STATUS, OutcomeKind
 
 VISITED = "visited"
 QUEUE = "queue"
@@ -166,7 +167,10 @@ class VisitedRecord:
     ``queue_key`` (hex) is the URL's place in its host queue, kept after a lease so that a retry or
     an expired lease goes back to the same place; ``state`` says whether it is there now. ``rank``
     is the partition sequence at the URL's first lease: its pages' links sort by it (BFS order).
-    ``charged`` says the URL already cost one unit of the crawl's budget.
+    ``charged`` says the URL already cost one unit of the crawl's budget. ``outcome`` is the label
+    of its latest accepted outcome (`schemas.outcomes.outcome_label`): per crawl, the partition
+    counts its URLs by it (``outcome_<label>``), so a crawl's URLs by last outcome need no reading
+    of `outcomes`.
     """
 
     depth: int
@@ -179,6 +183,7 @@ class VisitedRecord:
     content_hash: str | None = None
     rank: int | None = None
     charged: bool = False
+    outcome: str | None = None
 
     def encode(self) -> bytes:
         """The binary record (see :data:`_VISITED_HEAD`): one is written per admitted URL; a URL
@@ -189,7 +194,13 @@ class VisitedRecord:
             return encode_queued(self.depth, bytes.fromhex(self.queue_key))
         flags = (1 if self.charged else 0) | (0 if self.rank is None else 2)
         head = _VISITED_HEAD.pack(
-            _BINARY, self.depth, _STATE_CODES[self.state], flags, self.attempts, self.rank or 0
+            _BINARY,
+            self.depth,
+            _STATE_CODES[self.state],
+            flags,
+            self.attempts,
+            self.rank or 0,
+            outcome_code(self.outcome),
         )
         queue_key = None if self.queue_key is None else bytes.fromhex(self.queue_key)
         optional = (self.lease_id, self.etag, self.last_modified, self.content_hash)
@@ -205,10 +216,15 @@ class VisitedRecord:
     def decode(cls, raw: bytes) -> VisitedRecord:
         if raw[:1] == _QUEUED_BYTE:
             return cls(int.from_bytes(raw[1:5], "big"), "queued", raw[5:].hex())
-        if raw[:1] != _BINARY_BYTE:
+        if raw[:1] == _BINARY_BYTE:
+            _, depth, state, flags, attempts, rank, outcome = _VISITED_HEAD.unpack_from(raw)
+            offset = _VISITED_HEAD.size
+        elif raw[:1] == _BINARY_V1_BYTE:
+            _, depth, state, flags, attempts, rank = _VISITED_HEAD_V1.unpack_from(raw)
+            outcome, offset = 0, _VISITED_HEAD_V1.size
+        else:
             return _load(cls, raw)  # written as JSON by an earlier version
-        _, depth, state, flags, attempts, rank = _VISITED_HEAD.unpack_from(raw)
-        fields = unpack_fields(raw, _VISITED_HEAD.size, 5)
+        fields = unpack_fields(raw, offset, 5)
         queue_key, lease_id, etag, last_modified, content_hash = fields
         return cls(
             depth,
@@ -221,6 +237,7 @@ class VisitedRecord:
             _text(content_hash),
             rank if flags & 2 else None,
             bool(flags & 1),
+            outcome_label_of(outcome),
         )
 
 
@@ -243,24 +260,48 @@ def peek_depth(raw: bytes) -> int:
     return int(json.loads(raw)["depth"])
 
 
-_BINARY = 1
+_BINARY = 3
 _BINARY_BYTE = bytes([_BINARY])
-_VISITED_HEAD = struct.Struct(">BIBBHQ")
-"""version 1, depth, state code, flags (1 charged, 2 rank present), attempts, rank; then queue_key
-(raw bytes), lease_id, etag, last_modified and content_hash, each a u16 length (0xFFFF: absent)
-and its bytes. A JSON record (first byte ``{``) from an earlier version still decodes."""
+_VISITED_HEAD = struct.Struct(">BIBBHQH")
+"""version 3, depth, state code, flags (1 charged, 2 rank present), attempts, rank, outcome code
+(:func:`outcome_code`); then queue_key (raw bytes), lease_id, etag, last_modified and
+content_hash, each a u16 length (0xFFFF: absent) and its bytes. Version 1 is the same without the
+outcome code; it and a JSON record (first byte ``{``) from an earlier version still decode."""
+_BINARY_V1_BYTE = bytes([1])
+_VISITED_HEAD_V1 = struct.Struct(">BIBBHQ")
 _QUEUED = 2
 _QUEUED_BYTE = bytes([_QUEUED])
 _QUEUED_HEAD = struct.Struct(">BI")
 """The short form, version 2, of a URL queued and never leased (state ``queued``, no attempts,
 rank, charge, lease or validators): version, depth, then the queue key's raw bytes to the end,
 22 bytes less than version 1. It is what admission writes for every URL, so
-it is most of the visited table's bytes. Versions 1 and 2 and JSON are read alike, whichever
-version wrote them; the other states keep version 1."""
-_BINARY_BYTES = (_BINARY_BYTE, _QUEUED_BYTE)
+it is most of the visited table's bytes. Versions 1, 2 and 3 and JSON are read alike, whichever
+version wrote them; the other states are written as version 3."""
+_BINARY_BYTES = (_BINARY_BYTE, _BINARY_V1_BYTE, _QUEUED_BYTE)
 _NO_STRINGS = ABSENT_FIELD * 4
 _STATES: tuple[UrlState, ...] = ("queued", "leased", "done", "dead", "waiting")
 _STATE_CODES: dict[str, int] = {state: code for code, state in enumerate(_STATES)}
+
+
+_KIND_CODES = MAX_STATUS
+"""Outcome codes: 0 none, an HTTP status as itself, an outcome kind (no status) `MAX_STATUS` +
+its index in `OutcomeKind`."""
+_KINDS: tuple[str, ...] = get_args(OutcomeKind)
+
+
+def outcome_code(label: str | None) -> int:
+    """The u16 a visited record stores for a label of `schemas.outcomes.outcome_label`."""
+    if label is None:
+        return 0
+    if label.isdigit():
+        return int(label)
+    return _KIND_CODES + _KINDS.index(label)
+
+
+def outcome_label_of(code: int) -> str | None:
+    if code == 0:
+        return None
+    return str(code) if code < _KIND_CODES else _KINDS[code - _KIND_CODES]
 
 
 def _field(value: bytes | None) -> bytes:

@@ -20,6 +20,12 @@ TOPIC = TopicSpec(suffix="outcomes", key="host", co_partitioned=True)
 OutcomeKind = Literal["done", "redirect", "unchanged", "retryable", "permanent", "robots_denied"]
 
 
+MAX_STATUS = 1000
+OUTCOME_COUNTER = "outcome_"
+"""Progress counters ``outcome_<label>`` (`frontier.outcomes.relabel`) count a crawl's URLs by
+their latest outcome's :func:`outcome_label`."""
+
+
 def key(host: str) -> str:
     return host
 
@@ -47,3 +53,12 @@ class FetchOutcome(InternalModel):
     content_hash: str | None = None
     fetched_at: EpochMillis
     elapsed_ms: Annotated[int, Field(ge=0)] = 0
+
+
+def outcome_label(outcome: FetchOutcome) -> str:
+    """How a fetch ended, in a word users read in a crawl's summary: the HTTP status, or the
+    outcome's kind when there was none (a connection error is ``retryable``) or it had more than
+    the three digits HTTP allows."""
+    if outcome.status is not None and 0 < outcome.status < MAX_STATUS:
+        return str(outcome.status)
+    return outcome.kind

@@ -39,7 +39,7 @@ from streamcrawl.status import require_broker
 from streamcrawl.summary import gather_summary, summary_lines
 from streamcrawl.table import wait_until
 from streamcrawl.topics import topic_name
-from streamcrawl.watch import FINAL_STATUSES, CrawlWatcher, OutcomeTally
+from streamcrawl.watch import FINAL_STATUSES, CrawlWatcher
 
 
 class CrawlRequestError(StreamcrawlError):
@@ -57,8 +57,6 @@ CONTROL_WAIT_S = 30.0
 """How long `pause`, `resume` and `cancel` wait for the crawl's owner (a frontier) to apply them."""
 TABLES_LOADED_S = 30.0
 """How long a command may take to read `crawls` and `progress` whole."""
-OUTCOMES_READ_S = 60.0
-"""How long a summary may take to read a crawl's outcomes to the end (`OutcomeTally.catch_up`)."""
 MAX_BAD_LINES_SHOWN = 10
 """A seed list's bad lines named one by one; the rest are counted."""
 
@@ -388,34 +386,21 @@ def cmd_seed(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def follow_crawl(
-    settings: Settings, crawl_id: str, timeout_s: float | None, tally: OutcomeTally
-) -> int:
+def follow_crawl(settings: Settings, crawl_id: str, timeout_s: float | None) -> int:
     """Show the crawl's progress until it is done, then its summary; 0 only when it finished."""
     console = Console()
     try:
         with CrawlWatcher(settings) as watcher:
             watcher.wait_loaded(TABLES_LOADED_S)  # the first line shows the crawl as it stands
-            view = watcher.follow(
-                crawl_id, say, timeout_s=timeout_s, console=console, on_tick=tally.poll
-            )
-        read_all = tally.catch_up(OUTCOMES_READ_S)
+            view = watcher.follow(crawl_id, say, timeout_s=timeout_s, console=console)
     except KeyboardInterrupt:
         say(
             f"stopped following crawl {crawl_id}; it goes on (streamcrawl watch {crawl_id} "
             f"follows it again, streamcrawl cancel {crawl_id} ends it)"
         )
         return 130
-    finally:
-        pages_by_status = tally.by_status()
-        tally.close()
-    if not read_all:
-        say(
-            f"outcomes not read to the end within {OUTCOMES_READ_S:.0f}s: URLs by last outcome "
-            "are partial"
-        )
     with ServiceDirectory(settings) as directory:
-        summary = gather_summary(crawl_id, view, pages_by_status, directory)
+        summary = gather_summary(crawl_id, view, directory)
     for line in summary_lines(summary):
         say(line)
     if view.status != "done":
@@ -424,17 +409,16 @@ def follow_crawl(
 
 
 def submit_and_follow(settings: Settings, request: CrawlRequest, timeout_s: float | None) -> int:
-    """Publish the request and follow it; the tally starts first so it sees every outcome."""
+    """Publish the request and follow it."""
     require_broker(settings)
     with ServiceDirectory(settings) as directory:
         if not directory.live("frontier"):
             say("no frontier is running: start the stack first (streamcrawl up)")
             return 2
     refuse_a_taken_crawl_id(settings, request.crawl_id)
-    tally = OutcomeTally(settings, request.crawl_id)
     publish_request(settings, request)
     say(f"crawl {request.crawl_id} submitted")
-    return follow_crawl(settings, request.crawl_id, timeout_s, tally)
+    return follow_crawl(settings, request.crawl_id, timeout_s)
 
 
 def cmd_crawl(args: argparse.Namespace, settings: Settings) -> int:
@@ -443,7 +427,7 @@ def cmd_crawl(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     """Follow a crawl already submitted (by `seed`, or a `crawl` no longer followed) as `crawl`
-    does: its progress until done, then its summary, its outcomes read from its creation on."""
+    does: its progress until done, then its summary."""
     crawl_id = args.crawl_id
     require_broker(settings)
     with CrawlWatcher(settings) as watcher:
@@ -453,8 +437,7 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     if state is None:
         say(f"no crawl {crawl_id} (not started, or its owner has not read it yet)")
         return 1
-    tally = OutcomeTally(settings, crawl_id, since_ms=state.created_at)
-    return follow_crawl(settings, crawl_id, args.timeout_s, tally)
+    return follow_crawl(settings, crawl_id, args.timeout_s)
 
 
 def cmd_control(args: argparse.Namespace, settings: Settings) -> int:

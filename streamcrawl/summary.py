@@ -1,9 +1,9 @@
 """The summary `streamcrawl crawl` prints once a crawl is done.
 
-Pages by status come from the crawl's outcomes (the CLI's `OutcomeTally`), the counters from
-`progress`, the top pages by PageRank and the orphans from the link graph's API (asked to rank
-at once first, so the summary does not wait for the ranker's next round), and where the
-WARC files are from storage's API (`streamcrawl.apis`). A service that is not running, or does
+The counters, URLs by last outcome included (`streamcrawl.watch.urls_by_outcome`), come from
+`progress`, the top pages by PageRank and the orphans from the link graph's API (asked to rank at
+once first, so the summary does not wait for the ranker's next round), and where the WARC files
+are from storage's API (`streamcrawl.apis`). A service that is not running, or does
 not answer, is named as such in the summary; it never fails the command, whose exit status
 says only whether the crawl finished.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamcrawl.apis import ApiError, ServiceDirectory, get_json, post_json
-from streamcrawl.watch import CrawlView
+from streamcrawl.watch import CrawlView, urls_by_outcome
 
 TOP_PAGES = 10
 ORPHANS_SHOWN = 10
@@ -25,7 +25,7 @@ WARCS_SHOWN = 5
 class CrawlSummary:
     crawl_id: str
     view: CrawlView
-    pages_by_status: dict[str, int] = field(default_factory=dict)
+    urls_by_outcome: dict[str, int] = field(default_factory=dict)
     top_pages: list[dict[str, Any]] | None = None
     orphans: list[Any] | None = None
     warc_root: str | None = None
@@ -37,10 +37,9 @@ class CrawlSummary:
 def gather_summary(
     crawl_id: str,
     view: CrawlView,
-    pages_by_status: dict[str, int],
     directory: ServiceDirectory | None,
 ) -> CrawlSummary:
-    summary = CrawlSummary(crawl_id, view, pages_by_status)
+    summary = CrawlSummary(crawl_id, view, urls_by_outcome(view.counters))
     graph = directory.api_address("linkgraph") if directory else None
     if graph is None:
         summary.notes.append("link graph not running: no PageRank or orphans")
@@ -88,8 +87,8 @@ def summary_lines(summary: CrawlSummary) -> list[str]:
         f"URLs discovered: {counters.get('discovered', 0)}  admitted: {counters.get('admitted', 0)}"
         f"  duplicates: {counters.get('duplicate', 0)}",
     ]
-    if summary.pages_by_status:
-        by_status = ", ".join(f"{k}={v}" for k, v in summary.pages_by_status.items())
+    if summary.urls_by_outcome:
+        by_status = ", ".join(f"{k}={v}" for k, v in summary.urls_by_outcome.items())
         lines.append(f"URLs by last outcome: {by_status}")
     if rejected:
         lines.append("out of scope: " + ", ".join(f"{k}={v}" for k, v in sorted(rejected.items())))

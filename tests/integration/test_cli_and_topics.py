@@ -377,45 +377,15 @@ def test_crawls_lists_every_crawl_oldest_first_with_its_counters_summed_over_par
     assert run_cli(capsys, "crawls", "--status", "paused") == (0, "no crawls paused\n")
 
 
-def test_watch_follows_a_crawl_already_submitted_and_tallies_its_outcomes_since_creation(
+def test_watch_follows_a_crawl_already_submitted_and_sums_its_urls_by_last_outcome(
     deployment: Deployment, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The test plays the frontier and the fetcher: the crawl's state, a progress snapshot, and
-    outcomes on `outcomes`, one of them written before the crawl was created (an earlier crawl
-    under the same id), which the summary must not count."""
+    """The test plays the frontier: the crawl's state and a progress snapshot from each of two
+    partitions, whose ``outcome_<label>`` counters the summary sums (a label down to 0, a URL
+    that moved on to another outcome, is not shown), and another crawl's, which it leaves out."""
     assert main(["topics", "create"]) == 0
     capsys.readouterr()
-
-    def outcome(crawl_id: str, url: str, status: int) -> tuple[str, bytes]:
-        kind = "done" if status == 200 else "permanent"
-        value = FetchOutcome(
-            crawl_id=crawl_id,
-            url=url,
-            host="example.org",
-            lease_id=f"lease-{url}",
-            kind=kind,
-            status=status,
-            fetched_at=now_millis(),
-        )
-        return "example.org", encode(value)
-
-    outcomes = deployment.topic("outcomes")
-    produce_json(
-        deployment.bootstrap, outcomes, [outcome("w", "https://example.org/old", 503)], raw=True
-    )
-    created = now_millis() + 2
-    wait_for(lambda: now_millis() > created, 5, "the clock to pass the creation time")
-    produce_json(
-        deployment.bootstrap,
-        outcomes,
-        [
-            outcome("w", "https://example.org/", 200),
-            outcome("other", "https://example.org/elsewhere", 500),
-            ("example.org", b"{not json"),  # the frontier dead-letters it; the tally skips it
-            outcome("w", "https://example.org/gone", 404),
-        ],
-        raw=True,
-    )
+    created = now_millis()
     request = CrawlRequest(seeds=["https://example.org/"], crawl_id="w")
     produce_json(
         deployment.bootstrap,
@@ -423,17 +393,28 @@ def test_watch_follows_a_crawl_already_submitted_and_tallies_its_outcomes_since_
         [("w", encode(crawl_state(request, "done", created)))],
         raw=True,
     )
-    snapshot = progress.PartitionProgress(
-        crawl_id="w", partition=0, snapshot=1, at=created, counters={"fetched": 1, "dead": 1}
-    )
+
+    def snapshot(crawl_id: str, partition: int, **counters: int) -> tuple[str, bytes]:
+        value = progress.PartitionProgress(
+            crawl_id=crawl_id, partition=partition, snapshot=1, at=created, counters=counters
+        )
+        return f"{crawl_id}/{partition}", encode(value)
+
     produce_json(
-        deployment.bootstrap, deployment.topic("progress"), [("w/0", encode(snapshot))], raw=True
+        deployment.bootstrap,
+        deployment.topic("progress"),
+        [
+            snapshot("w", 0, fetched=2, outcome_200=2, outcome_503=0),
+            snapshot("w", 1, fetched=1, dead=1, outcome_200=1, outcome_404=1),
+            snapshot("other", 0, fetched=5, outcome_500=5),
+        ],
+        raw=True,
     )
 
     code, out = run_cli(capsys, "watch", "w")
     assert code == 0, out
     assert "status: done" in out
-    assert "URLs by last outcome: 200=1, 404=1\n" in out
+    assert "URLs by last outcome: 200=3, 404=1\n" in out
     assert run_cli(capsys, "watch", "nope") == (
         1,
         "no crawl nope (not started, or its owner has not read it yet)\n",

@@ -291,6 +291,35 @@ def test_redirects_keep_the_depth_and_count_hops(tmp_path: Path) -> None:
     sim.close()
 
 
+def test_urls_are_counted_once_each_by_their_latest_outcome(tmp_path: Path) -> None:
+    """``outcome_<label>`` counts each URL under its latest outcome: the HTTP status, or the kind
+    when there was none. A retried URL moves from its failure's count to its success's."""
+    answers: dict[str, list[dict[str, Any]]] = {
+        f"{A}/flaky": [{"kind": "retryable", "status": 503, "page_sent": False}],
+        f"{A}/gone": [{"kind": "permanent", "status": 404, "page_sent": False}],
+        f"{A}/moved": [{"kind": "redirect", "status": 301, "redirect_to": "/", "page_sent": False}],
+        f"{A}/down": [{"kind": "retryable", "status": None, "error": "refused", "page_sent": False}]
+        * 2,
+    }
+
+    def scripted(request: FetchRequest, attempt: int) -> dict[str, Any] | None:
+        script = answers.get(request.url, [])
+        return script[attempt - 1] if attempt <= len(script) else None
+
+    site = {f"{A}/": [f"{A}/{page}" for page in ("flaky", "gone", "moved", "down", "ok")]}
+    sim = Simulation(tmp_path, partitions=2, site=site, script=scripted)
+    sim.start(CrawlRequest(crawl_id="l", seeds=[f"{A}/"], max_retries=1))
+    sim.settle(until=lambda: sim.status("l") == "done")
+    assert sim.attempts[f"{A}/flaky"] == 2 and sim.attempts[f"{A}/down"] == 2
+    by_outcome = {
+        name: published(sim, "l", f"outcome_{name}")
+        for name in ("200", "301", "404", "503", "retryable")
+    }
+    # /, /flaky (503, then 200) and /ok; /down failed twice without a status.
+    assert by_outcome == {"200": 3, "301": 1, "404": 1, "503": 0, "retryable": 1}
+    sim.close()
+
+
 def test_a_report_before_its_outcome_does_not_hold_the_depth(tmp_path: Path) -> None:
     sim = Simulation(tmp_path, site={f"{A}/": ["/1"]}, auto_fetch=False)
     sim.start(CrawlRequest(crawl_id="early", seeds=[f"{A}/"], max_links=10))

@@ -3,11 +3,13 @@ agree with the record, and a JSON record of an earlier version still decodes."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from frontier.queues import QueuedUrl
 from frontier.records import VisitedRecord, encode_queued, peek_depth
+from schemas.outcomes import FetchOutcome, outcome_label
 
 texts = st.none() | st.text(max_size=40)
 records = st.builds(
@@ -22,6 +24,7 @@ records = st.builds(
     content_hash=texts,
     rank=st.none() | st.integers(0, 2**64 - 1),
     charged=st.booleans(),
+    outcome=st.none() | st.sampled_from(["200", "301", "404", "599", "retryable", "robots_denied"]),
 )
 
 
@@ -43,8 +46,9 @@ def test_a_queued_record_takes_the_short_form_and_others_the_long_one() -> None:
     short = VisitedRecord(3, "queued", queue_key=key.hex()).encode()
     assert short[:1] == b"\x02" and len(short) == 5 + len(key)
     leased = VisitedRecord(3, "leased", queue_key=key.hex(), lease_id="l", attempts=1, rank=9)
-    assert leased.encode()[:1] == b"\x01"
-    assert VisitedRecord(3, "queued", queue_key=key.hex(), rank=9).encode()[:1] == b"\x01"
+    assert leased.encode()[:1] == b"\x03"
+    assert VisitedRecord(3, "queued", queue_key=key.hex(), rank=9).encode()[:1] == b"\x03"
+    assert VisitedRecord(3, "queued", queue_key=key.hex(), outcome="503").encode()[:1] == b"\x03"
 
 
 def test_a_version_1_queued_record_still_decodes() -> None:
@@ -54,6 +58,17 @@ def test_a_version_1_queued_record_still_decodes() -> None:
     raw = head + len(key).to_bytes(2, "big") + key + b"\xff\xff" * 4
     assert VisitedRecord.decode(raw) == VisitedRecord(7, "queued", queue_key=key.hex())
     assert peek_depth(raw) == 7
+
+
+def test_a_version_1_done_record_decodes_without_an_outcome() -> None:
+    """What a frontier wrote before records kept their latest outcome (version 3)."""
+    head = bytes([1]) + (2).to_bytes(4, "big") + bytes([2, 2]) + (1).to_bytes(2, "big")
+    lease_id = (1).to_bytes(2, "big") + b"l"
+    raw = head + (5).to_bytes(8, "big") + b"\xff\xff" + lease_id + b"\xff\xff" * 3
+    record = VisitedRecord(2, "done", lease_id="l", attempts=1, rank=5)
+    assert VisitedRecord.decode(raw) == record
+    assert VisitedRecord.decode(record.encode()) == record
+    assert peek_depth(raw) == 2
 
 
 def test_a_json_record_of_an_earlier_version_still_decodes() -> None:
@@ -103,3 +118,20 @@ def test_a_first_time_entry_takes_the_short_form_and_version_1_still_decodes() -
     assert len(short) == len(long) - 10
     assert QueuedUrl.decode(long) == QueuedUrl.decode(short) == fresh
     assert QueuedUrl("c", "u", 0, attempts=1).encode()[:1] == b"\x01"
+
+
+@pytest.mark.parametrize(
+    ("status", "label"),
+    [(200, "200"), (None, "retryable"), (0, "retryable"), (1234, "retryable"), (999, "999")],
+)
+def test_every_outcome_label_has_a_code_in_the_visited_record(
+    status: int | None, label: str
+) -> None:
+    """A server's nonsense status (0, four digits) is labelled by the outcome's kind, so every
+    label fits the record's u16 code."""
+    outcome = FetchOutcome(
+        crawl_id="c", url="https://a.example/", host="a.example", lease_id="l",
+        kind="retryable", status=status, fetched_at=1,
+    )  # fmt: skip
+    assert outcome_label(outcome) == label
+    assert VisitedRecord.decode(VisitedRecord(0, "done", outcome=label).encode()).outcome == label
