@@ -9,6 +9,13 @@ limit have room and at least ``delay`` seconds have passed since the host's prev
                 robots.txt Crawl-delay (capped at 60 s),
                 the adaptive delay below)
 
+A crawl's delay counts while it may still send requests for the host: crawl_activity_s (10 min)
+after its last one, since the fetcher cannot tell a crawl that paused or whose other hosts came
+first from one that ended, except when it knows the crawl ended (:meth:`Politeness.end_crawl`:
+done or cancelled in `crawls`). Its delay then stops counting at once, for every host: a slow,
+careful crawl cancelled does not hold a new fast crawl of the same site to its pace for ten
+minutes, and a late request of it counts for nothing.
+
 and not before a Retry-After the host sent (capped at 1 h). robots.txt fetches take grants like
 page fetches, so they count as requests; a grant given back unused (:meth:`Politeness.cancel`, for
 a URL robots.txt denies) does not count. A slot is created with its "previous start" set to now, so
@@ -133,6 +140,8 @@ class Politeness:
         """Grant id -> when its request started (the grant, or the send once reported)."""
         self._ids = itertools.count(1)
         self._listeners: list[HostListener] = []
+        self._ended: set[str] = set()
+        """Crawls known to be done or cancelled (:meth:`end_crawl`)."""
         # Read several times per request: kept as plain attributes.
         self._now = clock.monotonic
         self._min_delay_s = settings.min_delay_s
@@ -164,12 +173,28 @@ class Politeness:
         """A request of ``crawl_id`` for ``host`` arrived, asking for at least ``delay_s``."""
         slot = self._slot(host)
         slot.forgotten = False
+        if crawl_id in self._ended:
+            return
         delay = max(delay_s, 0.0)
         previous = slot.crawl_delays.get(crawl_id)
         slot.crawl_delays[crawl_id] = (delay, self._clock.monotonic())
         if previous is None or previous[0] != delay:
             slot.crawl_delay_s = None
             self._changed(host)
+
+    def end_crawl(self, crawl_id: str) -> None:
+        """The crawl is done or cancelled: its delay stops counting for every host now."""
+        self._ended.add(crawl_id)
+        hosts = [host for host, slot in self._slots.items() if crawl_id in slot.crawl_delays]
+        for host in hosts:
+            slot = self._slots[host]
+            del slot.crawl_delays[crawl_id]
+            slot.crawl_delay_s = None
+            self._changed(host)
+
+    def reopen_crawl(self, crawl_id: str) -> None:
+        """The crawl is live again (its id reused once the ended one was purged): it counts."""
+        self._ended.discard(crawl_id)
 
     def set_robots_delay(self, host: str, delay_s: float | None) -> None:
         """The Crawl-delay robots.txt gives for our user agent (None: none given)."""

@@ -1,7 +1,9 @@
 """`python -m fetcher`: one fetcher instance (DESIGN section 3, steps 4 and 5).
 
 Consumes `fetch` (keyed by host, so this instance is the only rate owner of its partitions'
-hosts), produces `pages`, `outcomes` and REDIRECT edges on `links`. Settings are the kernel's plus
+hosts), produces `pages`, `outcomes` and REDIRECT edges on `links`. Follows `crawls` as a table
+of statuses: a crawl done or cancelled stops counting for politeness at once
+(`fetcher.politeness.Politeness.end_crawl`). Settings are the kernel's plus
 `STREAMCRAWL_FETCHER__*` (e.g. `STREAMCRAWL_FETCHER__ALLOWED_NETWORKS='["127.0.0.0/8"]'` for a
 local site: private and loopback addresses are refused otherwise).
 """
@@ -11,12 +13,14 @@ from __future__ import annotations
 from fetcher.dispatcher import Dispatcher, FetchTopics
 from fetcher.handler import FetcherHandler
 from fetcher.settings import FetcherSettings
-from schemas import fetch, links, outcomes, pages
+from schemas import crawls, fetch, links, outcomes, pages
 from schemas.serde import decode
 from streamcrawl.clock import SystemClock
+from streamcrawl.kafka import table_consumer_config
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
 from streamcrawl.spec import Input
+from streamcrawl.table import TopicTable
 from streamcrawl.topics import topic_name
 
 
@@ -29,6 +33,15 @@ def decode_request(raw: bytes | None) -> fetch.FetchRequest:
     return request
 
 
+ENDED = ("done", "cancelled")
+
+
+def crawl_status(raw: bytes | None) -> crawls.CrawlStatus:
+    """Only the status of a CrawlState: the table keeps one word per crawl, not its seeds."""
+    state: crawls.CrawlState = decode(crawls.CrawlState, raw)
+    return state.status
+
+
 def main() -> int:
     settings = FetcherServiceSettings()
     topics = FetchTopics(
@@ -38,10 +51,18 @@ def main() -> int:
     )
     dispatcher = Dispatcher(settings.fetcher, topics, SystemClock())
     dispatcher.start()
+    statuses: TopicTable[crawls.CrawlStatus] = TopicTable(
+        table_consumer_config(settings),
+        topic_name(settings, crawls.TOPIC),
+        crawl_status,
+        on_change=lambda crawl_id, status: dispatcher.crawl_changed(crawl_id, status in ENDED),
+    )
+    statuses.start()
     spec = service_spec(
         settings, "fetcher", (Input(topic_name(settings, fetch.TOPIC), decode_request),)
     )
     try:
         return run_service(spec, FetcherHandler(dispatcher), settings)
     finally:
+        statuses.stop()
         dispatcher.stop()

@@ -18,8 +18,9 @@ import pytest
 from aiohttp import web
 from confluent_kafka import Consumer, Message, TopicPartition
 
-from schemas import fetch, links, members, outcomes
+from schemas import crawls, fetch, links, members, outcomes
 from schemas.base import now_millis
+from schemas.crawls import StoredCrawlRequest
 from schemas.partitioning import partition_for_key
 from schemas.registry import ALL_TOPICS
 from schemas.serde import decode, decode_page, encode
@@ -251,6 +252,48 @@ def test_fetcher_produces_pages_and_outcomes_politely(
     assert scraped["streamcrawl_fetcher_response_bytes_total"] >= 3 * len(PAGE)
     assert scraped["streamcrawl_fetcher_politeness_wait_seconds_count"] >= 5
     assert not [name for name in scraped if site.host in name or "127.0.0.1" in name]
+
+
+def test_a_cancelled_crawls_delay_stops_holding_back_the_host(
+    deployment: Deployment, site: LocalSite, started: list[ServiceProcess]
+) -> None:
+    """A slow crawl's 30 s delay holds the host while the crawl may send more; once `crawls`
+    says it is cancelled, its waiting request and a fast crawl's go at once, not 30 s after the
+    host's last request (the 10 minutes a crawl's delay otherwise outlives its last request)."""
+    fetcher(deployment, started)
+
+    def of_crawl(crawl_id: str, path: str, delay_ms: int) -> fetch.FetchRequest:
+        return request(site, path).model_copy(
+            update={"crawl_id": crawl_id, "politeness_delay_ms": delay_ms}
+        )
+
+    out = TopicReader(deployment.bootstrap, deployment.topic("outcomes"))
+    first = of_crawl("fast", "/page-0", 0)
+    send(deployment, [first])
+    out.read_until(lambda ms: first.url in outcomes_by_url(ms), 60, "the fast crawl's first page")
+    slow, second = of_crawl("slow", "/page-1", 30_000), of_crawl("fast", "/page-2", 0)
+    send(deployment, [slow, second])
+    read = f'streamcrawl_fetcher_messages_in_total{{topic="{fetch_topic(deployment)}"}}'
+    wait_for(lambda: scrape_metrics(deployment).get(read) == 3, 30, "both requests read")
+    assert slow.url not in outcomes_by_url(out.read_until(lambda ms: True, 1))  # held back
+
+    cancelled = crawls.CrawlState(
+        crawl_id="slow",
+        request=StoredCrawlRequest(seeds=[site.url("/")], crawl_id="slow"),
+        status="cancelled",
+        created_at=now_millis(),
+        updated_at=now_millis(),
+        owner_partition=0,
+    )
+    produce_json(
+        deployment.bootstrap, deployment.topic("crawls"), [("slow", encode(cancelled))], raw=True
+    )
+    out.read_until(
+        lambda ms: {slow.url, second.url} <= set(outcomes_by_url(ms)),
+        15,
+        "both outcomes well before the slow crawl's 30 s",
+    )
+    out.close()
 
 
 @pytest.mark.parametrize("point", ["after_produce", "after_delivery", "after_offset_store"])
