@@ -32,12 +32,13 @@ from __future__ import annotations
 import json
 import struct
 
-from frontier import crawlstate
+from frontier import crawlstate, queues
 from frontier.budget import depth_counter, depth_ordered
 from frontier.priority import PrioritySignals, encode_priority, queue_key
-from frontier.queues import QueuedUrl, encode_new_entries, enqueue, host_prefix, new_entry_head
+from frontier.queues import QueuedUrl, encode_new_entries, host_prefix, new_entry_head
 from frontier.records import (
     HOST_PAGES,
+    PARKED,
     PENDING,
     QUEUE,
     RECEIVED,
@@ -45,6 +46,7 @@ from frontier.records import (
     VISITED,
     VisitedRecord,
     host_pages_key,
+    parked_key,
     peek_depth,
     pending_key,
     queued_head,
@@ -371,15 +373,22 @@ def _maybe_lower_depth(
     depth: int,
     ordinal: bytes,
 ) -> None:
-    """A URL still queued and found again closer to the seeds takes the lower depth."""
+    """A URL still queued and found again closer to the seeds takes the lower depth, in its host
+    queue or, for a paused crawl, in `parked` (`frontier.release.park`)."""
     if visited.state != "queued" or depth >= visited.depth or visited.queue_key is None:
         return
-    queue = session.table(QUEUE)
     old_key = bytes.fromhex(visited.queue_key)
+    queue = session.table(QUEUE)
     raw = queue.get(old_key)
-    if raw is None:
-        return
-    queue.delete(old_key)
+    parked = session.table(PARKED)
+    was_parked = raw is None
+    if raw is not None:
+        queue.delete(old_key)
+    else:
+        raw = parked.get(parked_key(crawl.crawl_id, old_key))
+        if raw is None:
+            return
+        parked.delete(parked_key(crawl.crawl_id, old_key))
     old = QueuedUrl.decode(raw)
     moved = QueuedUrl(
         old.crawl_id,
@@ -392,9 +401,12 @@ def _maybe_lower_depth(
         old.content_hash,
     )
     signals = PrioritySignals(pagerank=_pagerank(session, crawl, fingerprint))
-    key = enqueue(
-        queue, host, priority_bytes(crawl, depth, signals, ordinal), session.next_sequence(), moved
-    )
+    priority = priority_bytes(crawl, depth, signals, ordinal)
+    key = queues.queue_key(host, priority, session.next_sequence())
+    if was_parked:
+        parked.put(parked_key(crawl.crawl_id, key), moved.encode())
+    else:
+        queue.put(key, moved.encode())
     session.unfinished(crawl.crawl_id, visited.depth, -1)
     session.unfinished(crawl.crawl_id, depth, 1)
     if crawl.request.max_links != -1 and not visited.charged:

@@ -37,7 +37,7 @@ from frontier.metrics import CRAWL_COUNTERS, FrontierMetrics, PartitionGauges
 from frontier.outcomes import handle_outcome
 from frontier.progress import publish_progress
 from frontier.reconcile import reconcile
-from frontier.records import CRAWL, PENDING, QUEUE, TABLES, VISITED
+from frontier.records import CRAWL, TABLES
 from frontier.retry import RetryPolicy
 from frontier.session import FrontierServices, PartitionMemory, PartitionSession
 from frontier.wire import ReceivedUrls
@@ -172,6 +172,8 @@ class FrontierHandler(BaseHandler):
         timers.release_due(session)
         if memory.pending_crawls:
             timers.drain_pending(session)
+        if memory.parked_crawls:
+            timers.unpark(session)
         session.finish()
         now = session.now_ms
         version = self._directory_version
@@ -195,9 +197,7 @@ class FrontierHandler(BaseHandler):
         if ctx.partition is None:
             return
         now = self.services.clock.now_ms()
-        self.memory[ctx.partition] = PartitionMemory.rebuild(
-            ctx.table(QUEUE), ctx.table(PENDING), ctx.table(VISITED), self.services.config, now
-        )
+        self.memory[ctx.partition] = PartitionMemory.rebuild(ctx.table, self.services.config, now)
         self.purges[ctx.partition] = purge.PurgeWork()
         session = self._session(ctx)
         if reconcile(session):

@@ -9,6 +9,9 @@ table       key                                value
 ==========  =================================  ===============================================
 visited     crawl_id NUL fingerprint(16)       :class:`VisitedRecord`
 queue       host NUL priority-bytes seq(8)     `frontier.queues.QueuedUrl`
+parked      crawl_id NUL queue key             the queue entry of a paused crawl's URL, out of
+                                               its host queue until the crawl is resumed or
+                                               cancelled (`frontier.release.park`)
 leases      lease_id                           :class:`LeaseRecord`
 deadlines   deadline_ms(8) lease_id            empty: the lease-expiry timer index
 delayed     due_ms(8) seq(8)                   :class:`DelayedEntry` (retry or recrawl)
@@ -49,6 +52,7 @@ from schemas.outcomes import MAX_STATUS, OutcomeKind
 
 VISITED = "visited"
 QUEUE = "queue"
+PARKED = "parked"
 LEASES = "leases"
 DEADLINES = "deadlines"
 DELAYED = "delayed"
@@ -67,6 +71,7 @@ META = "meta"
 TABLES: tuple[str, ...] = (
     VISITED,
     QUEUE,
+    PARKED,
     LEASES,
     DEADLINES,
     DELAYED,
@@ -125,6 +130,10 @@ def host_pages_key(host: str, crawl_id: str) -> bytes:
 def crawl_prefix(crawl_id: str) -> bytes:
     """The prefix of every key of a crawl in the tables keyed by crawl first."""
     return crawl_id.encode() + SEPARATOR
+
+
+def parked_key(crawl_id: str, queue_key: bytes) -> bytes:
+    return crawl_prefix(crawl_id) + queue_key
 
 
 def report_key(crawl_id: str, lease_id: str) -> bytes:

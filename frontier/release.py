@@ -13,9 +13,17 @@ crawl, when the crawl is paused, when (a depth-ordered crawl: finite budget, or 
 max_depth) a lower depth is unfinished or travelling on any partition (the BFS-prefix rule,
 `frontier.budget.lease_depth_limit`), or when it is not yet charged and the crawl's account has no
 budget left (a request goes to the owner).
-Entries of cancelled crawls are dropped. A release looks at most ``release_scan_limit`` entries: a
-host whose first entries all belong to blocked crawls is parked until the next wake-up, so a huge
-paused crawl on a host shared with others slows them down (a known limit of one queue per host).
+Entries of cancelled crawls, and those a done crawl left (its budget or time ran out), are dropped;
+entries of paused crawls are parked (:func:`park`): moved out of the host queue into `parked`,
+whence the tick puts them back at their old places once the crawl is resumed or cancelled
+(`frontier.timers.unpark`). A host has one queue whatever the crawls, so a paused crawl's entries
+left in place would stand in front of the other crawls' entries on its hosts: past
+``release_scan_limit`` of them a release gives the host up until the next wake-up, and the other
+crawls would stall until the paused one resumed. A release looks at most ``release_scan_limit``
+entries; when it dropped or parked some, the host is released again at the next tick. Entries of
+crawls blocked for a while (the BFS-prefix rule, a budget not yet granted, a crawl the directory
+does not know yet) stay in place: a host whose first entries all belong to them is parked until
+the next wake-up.
 
 A lease: a uuid lease id from the injected factory, deadline now + lease timeout, the URL's state
 ``leased``, a `leases` record and a `deadlines` index entry, the host's in-flight count up, and a
@@ -31,7 +39,16 @@ from itertools import islice
 from frontier import crawlstate
 from frontier.budget import depth_ordered, may_lease_depth
 from frontier.queues import QueuedUrl, host_of, host_prefix
-from frontier.records import DEADLINES, LEASES, QUEUE, LeaseRecord, VisitedRecord, deadline_key
+from frontier.records import (
+    DEADLINES,
+    LEASES,
+    PARKED,
+    QUEUE,
+    LeaseRecord,
+    VisitedRecord,
+    deadline_key,
+    parked_key,
+)
 from frontier.retry import normal_window
 from frontier.session import PartitionSession
 from schemas.canonical import url_fingerprint
@@ -69,13 +86,14 @@ def release_host(session: PartitionSession, host: str) -> None:
         if entry.crawl_id in blocked:
             continue
         crawl = session.crawl_state(entry.crawl_id)
-        if crawl is None or crawl.status in ("paused", "done"):
-            # A done crawl may keep URLs (its budget or time limit ran out): they are never
-            # leased, and the purge of finished crawls removes them.
+        if crawl is None:
             blocked.add(entry.crawl_id)
             continue
-        if crawl.status == "cancelled":
-            drop(session, key, entry)
+        if crawl.status != "active":
+            if crawl.status == "paused":
+                park(session, key, raw, entry.crawl_id)
+            else:
+                drop(session, key, entry, f"dropped_{crawl.status}")
             progressed = True
             continue
         normal = normal_window(
@@ -199,8 +217,17 @@ def lease(
     session.produce(session.topics.fetch, host, fetch_request)
 
 
-def drop(session: PartitionSession, key: bytes, entry: QueuedUrl) -> None:
-    """Remove a queued URL of a cancelled crawl for good."""
+def park(session: PartitionSession, key: bytes, raw: bytes, crawl_id: str) -> None:
+    """Move a paused crawl's queued URL out of its host queue; it stays queued (its visited
+    record and the crawl's counts are unchanged) and goes back to the same key."""
+    session.table(QUEUE).delete(key)
+    session.table(PARKED).put(parked_key(crawl_id, key), raw)
+    session.dequeued(host_of(key))
+    session.parked(crawl_id)
+
+
+def drop(session: PartitionSession, key: bytes, entry: QueuedUrl, counter: str) -> None:
+    """Remove a queued URL of a cancelled or done crawl for good, counted in ``counter``."""
     session.table(QUEUE).delete(key)
     session.dequeued(host_of(key))
     fingerprint = url_fingerprint(entry.url)
@@ -212,5 +239,5 @@ def drop(session: PartitionSession, key: bytes, entry: QueuedUrl) -> None:
         visited.state = "dead"
         session.put_visited(entry.crawl_id, fingerprint, visited)
     session.count(entry.crawl_id, "queued", -1)
-    session.count(entry.crawl_id, "dropped_cancelled")
+    session.count(entry.crawl_id, counter)
     session.unfinished(entry.crawl_id, entry.depth, -1)

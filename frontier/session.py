@@ -41,12 +41,16 @@ from frontier.records import (
     CRAWL,
     HOSTS,
     META,
+    PARKED,
+    PENDING,
+    QUEUE,
     SEQUENCE_KEY,
     TALLY,
     VISITED,
     CrawlRecord,
     HostState,
     VisitedRecord,
+    crawl_prefix,
     decode_tally,
     dump,
     pending_crawl_of,
@@ -100,6 +104,8 @@ class PartitionMemory:
     seen: BloomFilter = field(default_factory=lambda: BloomFilter(8, 1))
     """Keys of the visited table (see `frontier.bloom`); sized by `rebuild` from the config."""
     pending_crawls: set[str] = field(default_factory=set)
+    parked_crawls: set[str] = field(default_factory=set)
+    """Crawls with URLs in `parked` (`frontier.release.park`)."""
     wake_all: bool = False
     directory_version: int = 0
     last_progress_ms: int = 0
@@ -114,22 +120,31 @@ class PartitionMemory:
 
     @classmethod
     def rebuild(
-        cls, queue: Table, pending: Table, visited: Table, config: FrontierConfig, now_ms: int
+        cls,
+        tables: Callable[[str], Table],
+        config: FrontierConfig,
+        now_ms: int,
     ) -> PartitionMemory:
-        """Every host with queued URLs ready now; crawls with waiting messages remembered; the
-        Bloom filter refilled from the visited set."""
+        """Every host with queued URLs ready now; crawls with waiting messages or parked URLs
+        remembered (one seek per crawl in `parked`); the Bloom filter refilled from the visited
+        set."""
         memory = cls(
             last_recheck_ms=now_ms,
             seen=BloomFilter.for_capacity(
                 config.bloom_expected_urls, config.bloom_false_positive_rate
             ),
         )
-        for key, _ in visited.scan():
+        for key, _ in tables(VISITED).scan():
             memory.seen.add(key)
-        for host, count in count_by_host(queue).items():
+        for host, count in count_by_host(tables(QUEUE)).items():
             memory.heap.add_queued(host, count, now_ms)
-        for key, _ in pending.scan():
+        for key, _ in tables(PENDING).scan():
             memory.pending_crawls.add(pending_crawl_of(key))
+        parked = tables(PARKED)
+        for key, _ in tables(CRAWL).scan():
+            crawl_id = key.decode()
+            if next(iter(parked.scan(crawl_prefix(crawl_id))), None) is not None:
+                memory.parked_crawls.add(crawl_id)
         return memory
 
     def wake(self, host: str, now_ms: int) -> None:
@@ -369,6 +384,10 @@ class PartitionSession:
 
     def wait_pending(self, crawl_id: str) -> None:
         self._memory_changes.append(lambda memory: memory.pending_crawls.add(crawl_id))
+
+    def parked(self, crawl_id: str) -> None:
+        """The crawl has URLs in `parked`: the tick puts them back once it is no longer paused."""
+        self._memory_changes.append(lambda memory: memory.parked_crawls.add(crawl_id))
 
     def finish(self) -> None:
         """Write changed records back, then apply the memory changes and the counts to the

@@ -29,7 +29,17 @@ from frontier.config import FrontierConfig, FrontierTopics
 from frontier.handler import FrontierHandler, random_lease_ids
 from frontier.metrics import FrontierMetrics
 from frontier.progress import ProgressBook
-from frontier.records import CRAWL, TABLES, TALLY, CrawlRecord, decode_tally
+from frontier.queues import QueuedUrl
+from frontier.records import (
+    CRAWL,
+    PARKED,
+    QUEUE,
+    SEPARATOR,
+    TABLES,
+    TALLY,
+    CrawlRecord,
+    decode_tally,
+)
 from schemas.canonical import canonical_url, host_key
 from schemas.crawls import CrawlState
 from schemas.deadletter import DeadLetter
@@ -398,6 +408,15 @@ class Simulation:
 
     def total(self, crawl_id: str, name: str) -> int:
         return sum(self.counters(crawl_id, p).get(name, 0) for p in range(self.partitions))
+
+    def queue(self, partition: int = 0) -> list[QueuedUrl]:
+        """The partition's queued entries in release order, a paused crawl's parked ones at
+        their places (`frontier.release.park`)."""
+        store = self.stores[partition]
+        entries = list(store.scan(QUEUE))
+        for key, raw in store.scan(PARKED):
+            entries.append((key.split(SEPARATOR, 1)[1], raw))
+        return [QueuedUrl.decode(raw) for _, raw in sorted(entries)]
 
     def fetched_urls(self, crawl_id: str) -> list[str]:
         return [f.url for f in self.fetches if f.crawl_id == crawl_id]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from frontier.queues import QueuedUrl
-from frontier.records import PENDING, QUEUE
+from frontier.records import PENDING
 from frontier.traps import check_traps
 from schemas.canonical import canonical_url
 from schemas.seeds import CrawlRequest
@@ -43,11 +42,8 @@ def started(sim: Simulation, request: CrawlRequest, *, paused: bool = False) -> 
 
 
 def queued(sim: Simulation, partition: int = 0) -> dict[str, int]:
-    """URL -> depth of every queued entry of a partition."""
-    return {
-        entry.url: entry.depth
-        for entry in (QueuedUrl.decode(raw) for _, raw in sim.stores[partition].scan(QUEUE))
-    }
+    """URL -> depth of every queued entry of a partition (a paused crawl's are parked)."""
+    return {entry.url: entry.depth for entry in sim.queue(partition)}
 
 
 def test_duplicates_are_counted_not_queued_and_take_a_lower_depth(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from frontier.config import FrontierConfig
+from frontier.records import PARKED
 from schemas.seeds import CrawlRequest
 from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
 from tests.unit.frontier.simulation import Simulation, Site
@@ -49,6 +51,55 @@ def test_pause_stops_releases_resume_restarts_cancel_drops(tmp_path: Path) -> No
     sim.command("c", "resume")  # cancelled is final
     sim.run()
     assert sim.status("c") == "cancelled"
+    sim.close()
+
+
+def test_a_paused_crawl_does_not_stall_another_on_its_hosts(tmp_path: Path) -> None:
+    """Live: a crawl paused with URLs queued on a host froze a second crawl of the same site
+    for as long as it stayed paused, once the second crawl's URLs sorted behind more of the
+    paused one's than a release looks at. Its URLs are parked instead, through a restart of
+    the partition too, and go back to their places on resume."""
+    site = {
+        f"{A}/": [f"/big/{n}" for n in range(12)],
+        f"{B}/": ["/1"],
+        f"{B}/1": [f"{A}/small/{n}" for n in range(3)],
+    }
+    config = FrontierConfig(release_scan_limit=4)
+    sim = Simulation(tmp_path, site=site, config=config, auto_fetch=False)
+    sim.start(CrawlRequest(crawl_id="big", seeds=[f"{A}/"], politeness_delay_ms=0))
+    sim.run()
+    [seed] = sim.held_fetches
+    sim.fetch(seed)
+    sim.run()
+    sim.command("big", "pause")
+    sim.run()
+    sim.auto_fetch = True
+    for request in sim.held_fetches[1:]:
+        sim.fetch(request)  # the two leased before the pause
+    sim.settle(rounds=3)
+    assert sim.total("big", "queued") == 10
+    assert len(list(sim.stores[0].scan(PARKED))) == 10
+    assert sim.handlers[0].memory[0].heap.queued == {}
+
+    request = CrawlRequest(crawl_id="small", seeds=[f"{B}/"], same_domain="any")
+    sim.start(request.model_copy(update={"politeness_delay_ms": 0}))
+    sim.settle(until=lambda: sim.status("small") == "done")
+    assert sim.status("small") == "done"
+    assert sorted(sim.fetched_urls("small")) == sorted(
+        [f"{B}/", f"{B}/1", *(f"{A}/small/{n}" for n in range(3))]
+    )
+    assert sim.status("big") == "paused"
+    assert len(sim.fetched_urls("big")) == 3
+
+    sim.restart(0)  # the parked URLs are found again
+    sim.command("big", "resume")
+    sim.settle(until=lambda: sim.status("big") == "done")
+    assert sim.status("big") == "done"
+    assert sorted(sim.fetched_urls("big")) == sorted(
+        [f"{A}/", *(f"{A}/big/{n}" for n in range(12))]
+    )
+    assert list(sim.stores[0].scan(PARKED)) == []
+    assert sim.handlers[0].memory[0].parked_crawls == set()
     sim.close()
 
 

@@ -9,8 +9,6 @@ import pytest
 
 from frontier.config import FrontierTopics
 from frontier.handler import FrontierHandler
-from frontier.queues import QueuedUrl
-from frontier.records import QUEUE
 from schemas.exceptions import DecodeError
 from schemas.fetch import FetchRequest
 from schemas.scores import PageScore
@@ -127,7 +125,7 @@ def test_pagerank_strategy_orders_by_known_scores(tmp_path: Path) -> None:
     )
     sim.inject(sim.topics.urls, "a.example", message)
     sim.run()
-    order = [QueuedUrl.decode(raw).url for _, raw in sim.stores[0].scan(QUEUE)]
+    order = [entry.url for entry in sim.queue(0)]
     assert order == [f"{A}/high", f"{A}/", f"{A}/unknown", f"{A}/low"]
     sim.close()
 

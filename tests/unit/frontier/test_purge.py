@@ -20,6 +20,7 @@ from frontier.records import (
     LEASES,
     LEDGER,
     OWNED,
+    PARKED,
     QUEUE,
     TABLES,
     VISITED,
@@ -106,9 +107,12 @@ def test_a_done_crawl_is_purged_and_an_active_one_is_untouched(tmp_path: Path) -
     sim.start(old)
     sim.settle(until=lambda: sim.status(OLD) == "done")
     assert sim.status(OLD) == "done"
-    assert sim.total(OLD, "queued") > 0  # the budget ran out with URLs still queued
+    # The budget ran out with URLs still queued: dropped from their host queues since, so as not
+    # to stand in front of other crawls' URLs there (`frontier.release`).
+    assert sim.total(OLD, "dropped_done") > 0
+    assert sim.total(OLD, "queued") == 0
     before = crawl_keys(sim, OLD)
-    assert {table for _, table, _ in before} >= {VISITED, QUEUE, HOST_PAGES, CRAWL, OWNED, LEDGER}
+    assert {table for _, table, _ in before} >= {VISITED, HOST_PAGES, CRAWL, OWNED, LEDGER}
 
     sim.auto_fetch = False
     seeds = [f"{A}/", "https://e.example/"]
@@ -153,7 +157,8 @@ def test_a_cancelled_crawl_s_queued_urls_go_and_host_counts_stay_true(tmp_path: 
     sim.run()
     sim.start(CrawlRequest(crawl_id=GONE, seeds=[f"{B}/"], same_domain="any"))
     sim.run()
-    # Depth 1 sorts behind the paused crawl's seeds, which fill the release scan: they stay queued.
+    # Depth 1 sorts behind the paused crawl's seeds, more than the release scan looks at: they
+    # are parked, so that these are not left queued behind them.
     deeper = DiscoveredUrls(
         crawl_id=GONE,
         host="a.example",
@@ -170,14 +175,18 @@ def test_a_cancelled_crawl_s_queued_urls_go_and_host_counts_stay_true(tmp_path: 
     sim.tick_all()
     assert sim.status(GONE) == "cancelled"
     heap = sim.handlers[0].memory[0].heap
-    assert heap.queued == {"a.example": 5}
-    assert sim.counters(GONE, 0)["queued"] == 3
+    assert heap.queued == {}  # the paused crawl's 2 parked, the cancelled crawl's 3 dropped
+    assert len(list(sim.stores[0].scan(PARKED))) == 2
+    assert sim.counters(GONE, 0)["queued"] == 0
+    assert sim.counters(GONE, 0)["dropped_cancelled"] == 3
     assert sim.counters(GONE, 0)["leased"] == 1
+    assert sim.counters("blocker", 0)["queued"] == 2
+    assert_heaps_match_queues(sim)
     blocker_before = comparable(crawl_keys(sim, "blocker"))
 
     sim.clock.advance_ms(RETENTION_MS)
     tick_until_purged(sim, GONE)
-    assert heap.queued == {"a.example": 2}
+    assert heap.queued == {}
     assert_heaps_match_queues(sim)
     [hosts] = hosts_tables(sim)
     assert set(hosts) == {b"a.example"}  # b.example's lease went with the crawl
@@ -241,6 +250,7 @@ def test_a_done_crawl_is_kept_until_its_retention_has_passed(tmp_path: Path) -> 
     sim = Simulation(tmp_path, site=SITE)
     sim.start(seed_request(5))
     sim.settle(until=lambda: sim.status("docs") == "done")
+    sim.settle(rounds=3)  # the URLs its budget left queued are dropped, and that is published
     state = sim.directory.get("docs")
     assert state is not None
     kept = crawl_keys(sim, "docs")
