@@ -180,9 +180,9 @@ class Dispatcher:
         """The read-ahead is below half of ``read_ahead``: paused partitions may resume."""
         return self.buffered < self._settings.read_ahead // 2
 
-    def crawl_changed(self, crawl_id: str, ended: bool) -> None:
-        """A crawl's status changed in `crawls`: done or cancelled (``ended``), or live."""
-        self._loop.call_soon_threadsafe(self._crawl_changed, crawl_id, ended)
+    def crawl_changed(self, crawl_id: str, active: bool) -> None:
+        """A crawl's status changed in `crawls`: active, or not (paused, done, cancelled)."""
+        self._loop.call_soon_threadsafe(self._crawl_changed, crawl_id, active)
 
     def revoke(self, partitions: set[int]) -> None:
         self._loop.call_soon_threadsafe(self._drop_partitions, partitions)
@@ -239,12 +239,12 @@ class Dispatcher:
             self._queues.push(job)
         self._schedule()
 
-    def _crawl_changed(self, crawl_id: str, ended: bool) -> None:
-        if ended:
-            self._politeness.end_crawl(crawl_id)
-            self._schedule()  # a host may be allowed sooner than the timer says
+    def _crawl_changed(self, crawl_id: str, active: bool) -> None:
+        if active:
+            self._politeness.crawl_started(crawl_id)
         else:
-            self._politeness.reopen_crawl(crawl_id)
+            self._politeness.crawl_stopped(crawl_id)
+            self._schedule()  # a host may be allowed sooner than the timer says
 
     def _drop_partitions(self, partitions: set[int]) -> None:
         for job in self._queues.remove_where(lambda queued: queued.partition in partitions):

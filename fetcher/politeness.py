@@ -10,11 +10,12 @@ limit have room and at least ``delay`` seconds have passed since the host's prev
                 the adaptive delay below)
 
 A crawl's delay counts while it may still send requests for the host: crawl_activity_s (10 min)
-after its last one, since the fetcher cannot tell a crawl that paused or whose other hosts came
-first from one that ended, except when it knows the crawl ended (:meth:`Politeness.end_crawl`:
-done or cancelled in `crawls`). Its delay then stops counting at once, for every host: a slow,
-careful crawl cancelled does not hold a new fast crawl of the same site to its pace for ten
-minutes, and a late request of it counts for nothing.
+after its last one, since a crawl whose other hosts came first looks the same as one that
+stopped, except when the fetcher knows the crawl stopped (:meth:`Politeness.crawl_stopped`:
+paused, done or cancelled in `crawls`). Its delay then stops counting at once, for every host: a
+slow, careful crawl paused or cancelled does not hold a fast crawl of the same site to its pace
+for ten minutes, and a late request of it (leased before it stopped) counts for nothing. A
+paused crawl resumed counts again from its next request (:meth:`Politeness.crawl_started`).
 
 and not before a Retry-After the host sent (capped at 1 h). robots.txt fetches take grants like
 page fetches, so they count as requests; a grant given back unused (:meth:`Politeness.cancel`, for
@@ -140,8 +141,8 @@ class Politeness:
         """Grant id -> when its request started (the grant, or the send once reported)."""
         self._ids = itertools.count(1)
         self._listeners: list[HostListener] = []
-        self._ended: set[str] = set()
-        """Crawls known to be done or cancelled (:meth:`end_crawl`)."""
+        self._stopped: set[str] = set()
+        """Crawls known to be paused, done or cancelled (:meth:`crawl_stopped`)."""
         # Read several times per request: kept as plain attributes.
         self._now = clock.monotonic
         self._min_delay_s = settings.min_delay_s
@@ -173,7 +174,7 @@ class Politeness:
         """A request of ``crawl_id`` for ``host`` arrived, asking for at least ``delay_s``."""
         slot = self._slot(host)
         slot.forgotten = False
-        if crawl_id in self._ended:
+        if crawl_id in self._stopped:
             return
         delay = max(delay_s, 0.0)
         previous = slot.crawl_delays.get(crawl_id)
@@ -182,9 +183,9 @@ class Politeness:
             slot.crawl_delay_s = None
             self._changed(host)
 
-    def end_crawl(self, crawl_id: str) -> None:
-        """The crawl is done or cancelled: its delay stops counting for every host now."""
-        self._ended.add(crawl_id)
+    def crawl_stopped(self, crawl_id: str) -> None:
+        """The crawl is paused, done or cancelled: its delay stops counting for every host now."""
+        self._stopped.add(crawl_id)
         hosts = [host for host, slot in self._slots.items() if crawl_id in slot.crawl_delays]
         for host in hosts:
             slot = self._slots[host]
@@ -192,9 +193,10 @@ class Politeness:
             slot.crawl_delay_s = None
             self._changed(host)
 
-    def reopen_crawl(self, crawl_id: str) -> None:
-        """The crawl is live again (its id reused once the ended one was purged): it counts."""
-        self._ended.discard(crawl_id)
+    def crawl_started(self, crawl_id: str) -> None:
+        """The crawl is active (new, resumed, or its id reused after a purge): its requests count
+        again."""
+        self._stopped.discard(crawl_id)
 
     def set_robots_delay(self, host: str, delay_s: float | None) -> None:
         """The Crawl-delay robots.txt gives for our user agent (None: none given)."""

@@ -2,8 +2,8 @@
 
 Consumes `fetch` (keyed by host, so this instance is the only rate owner of its partitions'
 hosts), produces `pages`, `outcomes` and REDIRECT edges on `links`. Follows `crawls` as a table
-of statuses: a crawl done or cancelled stops counting for politeness at once
-(`fetcher.politeness.Politeness.end_crawl`). Settings are the kernel's plus
+of statuses: a crawl paused, done or cancelled stops counting for politeness at once
+(`fetcher.politeness.Politeness.crawl_stopped`). Settings are the kernel's plus
 `STREAMCRAWL_FETCHER__*` (e.g. `STREAMCRAWL_FETCHER__ALLOWED_NETWORKS='["127.0.0.0/8"]'` for a
 local site: private and loopback addresses are refused otherwise).
 """
@@ -33,9 +33,6 @@ def decode_request(raw: bytes | None) -> fetch.FetchRequest:
     return request
 
 
-ENDED = ("done", "cancelled")
-
-
 def crawl_status(raw: bytes | None) -> crawls.CrawlStatus:
     """Only the status of a CrawlState: the table keeps one word per crawl, not its seeds."""
     state: crawls.CrawlState = decode(crawls.CrawlState, raw)
@@ -55,7 +52,7 @@ def main() -> int:
         table_consumer_config(settings),
         topic_name(settings, crawls.TOPIC),
         crawl_status,
-        on_change=lambda crawl_id, status: dispatcher.crawl_changed(crawl_id, status in ENDED),
+        on_change=lambda crawl_id, status: dispatcher.crawl_changed(crawl_id, status == "active"),
     )
     statuses.start()
     spec = service_spec(

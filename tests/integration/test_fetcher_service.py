@@ -254,12 +254,14 @@ def test_fetcher_produces_pages_and_outcomes_politely(
     assert not [name for name in scraped if site.host in name or "127.0.0.1" in name]
 
 
-def test_a_cancelled_crawls_delay_stops_holding_back_the_host(
-    deployment: Deployment, site: LocalSite, started: list[ServiceProcess]
+@pytest.mark.parametrize("status", ["paused", "cancelled"])
+def test_a_stopped_crawls_delay_stops_holding_back_the_host(
+    deployment: Deployment, site: LocalSite, started: list[ServiceProcess], status: str
 ) -> None:
     """A slow crawl's 30 s delay holds the host while the crawl may send more; once `crawls`
-    says it is cancelled, its waiting request and a fast crawl's go at once, not 30 s after the
-    host's last request (the 10 minutes a crawl's delay otherwise outlives its last request)."""
+    says it is paused or cancelled, its waiting request and a fast crawl's go at once, not 30 s
+    after the host's last request (the 10 minutes a crawl's delay otherwise outlives its last
+    request)."""
     fetcher(deployment, started)
 
     def of_crawl(crawl_id: str, path: str, delay_ms: int) -> fetch.FetchRequest:
@@ -277,16 +279,16 @@ def test_a_cancelled_crawls_delay_stops_holding_back_the_host(
     wait_for(lambda: scrape_metrics(deployment).get(read) == 3, 30, "both requests read")
     assert slow.url not in outcomes_by_url(out.read_until(lambda ms: True, 1))  # held back
 
-    cancelled = crawls.CrawlState(
+    stopped = crawls.CrawlState(
         crawl_id="slow",
         request=StoredCrawlRequest(seeds=[site.url("/")], crawl_id="slow"),
-        status="cancelled",
+        status=status,
         created_at=now_millis(),
         updated_at=now_millis(),
         owner_partition=0,
     )
     produce_json(
-        deployment.bootstrap, deployment.topic("crawls"), [("slow", encode(cancelled))], raw=True
+        deployment.bootstrap, deployment.topic("crawls"), [("slow", encode(stopped))], raw=True
     )
     out.read_until(
         lambda ms: {slow.url, second.url} <= set(outcomes_by_url(ms)),

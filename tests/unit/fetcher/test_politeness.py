@@ -84,7 +84,7 @@ def test_delay_is_the_largest_source_and_inactive_crawls_stop_counting() -> None
     assert politeness.delay(HOST) == 2.0
 
 
-def test_an_ended_crawl_stops_counting_at_once_and_its_late_requests_count_for_nothing() -> None:
+def test_a_stopped_crawl_stops_counting_at_once_and_its_late_requests_count_for_nothing() -> None:
     clock = FakeClock()
     politeness = Politeness(PolitenessSettings(crawl_activity_s=600), clock)
     changed: list[str] = []
@@ -94,12 +94,12 @@ def test_an_ended_crawl_stops_counting_at_once_and_its_late_requests_count_for_n
         politeness.note_request(host, "fast-crawl", 0.5)
     politeness.note_request("third.example", "fast-crawl", 0.5)
     changed.clear()
-    politeness.end_crawl("slow-crawl")
+    politeness.crawl_stopped("slow-crawl")  # paused, done or cancelled
     assert sorted(changed) == ["example.com", "other.example"]  # their waits are redone
     assert politeness.delay(HOST) == politeness.delay("other.example") == 0.5
     politeness.note_request(HOST, "slow-crawl", 8.0)  # fetched already, or on its way
     assert politeness.delay(HOST) == 0.5
-    politeness.reopen_crawl("slow-crawl")  # the id reused by a new crawl
+    politeness.crawl_started("slow-crawl")  # resumed
     politeness.note_request(HOST, "slow-crawl", 8.0)
     assert politeness.delay(HOST) == 8.0
 
