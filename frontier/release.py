@@ -23,7 +23,9 @@ crawls would stall until the paused one resumed. A release looks at most ``relea
 entries; when it dropped or parked some, the host is released again at the next tick. Entries of
 crawls blocked for a while (the BFS-prefix rule, a budget not yet granted, a crawl the directory
 does not know yet) stay in place: a host whose first entries all belong to them is parked until
-the next wake-up.
+the next wake-up. A known limit: another crawl's entries behind more than ``release_scan_limit``
+of them wait until that crawl's depth (or budget) moves on. Parking those too would move every
+URL of a depth-ordered crawl out of its queue and back once per depth.
 
 A lease: a uuid lease id from the injected factory, deadline now + lease timeout, the URL's state
 ``leased``, a `leases` record and a `deadlines` index entry, the host's in-flight count up, and a
