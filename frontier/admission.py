@@ -38,20 +38,20 @@ from frontier.priority import PrioritySignals, encode_priority, queue_key
 from frontier.queues import QueuedUrl, encode_new_entries, host_prefix, new_entry_head
 from frontier.records import (
     HOST_PAGES,
-    PARKED,
     PENDING,
     QUEUE,
     RECEIVED,
     SCORES,
+    SHELVED,
     VISITED,
     VisitedRecord,
     host_pages_key,
-    parked_key,
     peek_depth,
     pending_key,
     queued_head,
     read_u64,
     received_key,
+    shelved_key,
     u64,
     visited_prefix,
 )
@@ -374,21 +374,21 @@ def _maybe_lower_depth(
     ordinal: bytes,
 ) -> None:
     """A URL still queued and found again closer to the seeds takes the lower depth, in its host
-    queue or, for a paused crawl, in `parked` (`frontier.release.park`)."""
+    queue or, for a paused crawl, in `shelved` (`frontier.release.shelve`)."""
     if visited.state != "queued" or depth >= visited.depth or visited.queue_key is None:
         return
     old_key = bytes.fromhex(visited.queue_key)
     queue = session.table(QUEUE)
     raw = queue.get(old_key)
-    parked = session.table(PARKED)
-    was_parked = raw is None
+    shelved = session.table(SHELVED)
+    was_shelved = raw is None
     if raw is not None:
         queue.delete(old_key)
     else:
-        raw = parked.get(parked_key(crawl.crawl_id, old_key))
+        raw = shelved.get(shelved_key(crawl.crawl_id, old_key))
         if raw is None:
             return
-        parked.delete(parked_key(crawl.crawl_id, old_key))
+        shelved.delete(shelved_key(crawl.crawl_id, old_key))
     old = QueuedUrl.decode(raw)
     moved = QueuedUrl(
         old.crawl_id,
@@ -403,8 +403,8 @@ def _maybe_lower_depth(
     signals = PrioritySignals(pagerank=_pagerank(session, crawl, fingerprint))
     priority = priority_bytes(crawl, depth, signals, ordinal)
     key = queues.queue_key(host, priority, session.next_sequence())
-    if was_parked:
-        parked.put(parked_key(crawl.crawl_id, key), moved.encode())
+    if was_shelved:
+        shelved.put(shelved_key(crawl.crawl_id, key), moved.encode())
     else:
         queue.put(key, moved.encode())
     session.unfinished(crawl.crawl_id, visited.depth, -1)

@@ -172,8 +172,8 @@ class FrontierHandler(BaseHandler):
         timers.release_due(session)
         if memory.pending_crawls:
             timers.drain_pending(session)
-        if memory.parked_crawls:
-            timers.unpark(session)
+        if memory.shelved_crawls:
+            timers.unshelve(session)
         session.finish()
         now = session.now_ms
         version = self._directory_version

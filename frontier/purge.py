@@ -15,8 +15,8 @@ visit may end a few keys past it), crawl after crawl, in these steps:
    (deleted, and the host's count in the HostHeap lowered), the host in that key names the crawl's
    `host_pages` entry, and the record's ``lease_id`` (the URL's last lease) names its open lease
    (with its `deadlines` entry; the host gets its in-flight slot back);
-3. `reports`, `received` and `parked`, under ``crawl_id NUL`` (a cancelled crawl's parked URLs
-   go back to their queues and are dropped long before, `frontier.timers.unpark`);
+3. `reports`, `received` and `shelved`, under ``crawl_id NUL`` (a cancelled crawl's shelved URLs
+   go back to their queues and are dropped long before, `frontier.timers.unshelve`);
 4. `delayed`, keyed by due time, is walked whole, and only when the crawl record's gauges say the
    crawl has entries there (a cancelled crawl with retries or recrawls still waiting; a done crawl
    has none);
@@ -51,11 +51,11 @@ from frontier.records import (
     LEASES,
     LEDGER,
     OWNED,
-    PARKED,
     PENDING,
     QUEUE,
     RECEIVED,
     REPORTS,
+    SHELVED,
     TALLY,
     VISITED,
     CrawlRecord,
@@ -154,7 +154,7 @@ class CrawlPurge:
     visited: PrefixWalk
     reports: PrefixWalk
     received: PrefixWalk
-    parked: PrefixWalk
+    shelved: PrefixWalk
     delayed: PrefixWalk
     hosts_cleared: set[str] = field(default_factory=set)
     deleted: int = 0
@@ -172,13 +172,20 @@ class CrawlPurge:
             visited=PrefixWalk.under(visited_prefix(crawl_id)),
             reports=PrefixWalk.under(crawl_prefix(crawl_id)),
             received=PrefixWalk.under(crawl_prefix(crawl_id)),
-            parked=PrefixWalk.under(crawl_prefix(crawl_id)),
+            shelved=PrefixWalk.under(crawl_prefix(crawl_id)),
             delayed=PrefixWalk.under(b"") if waiting > 0 else PrefixWalk.nothing(),
         )
 
     @property
     def walked(self) -> bool:
-        walks = (self.pending, self.visited, self.reports, self.received, self.parked, self.delayed)
+        walks = (
+            self.pending,
+            self.visited,
+            self.reports,
+            self.received,
+            self.shelved,
+            self.delayed,
+        )
         return all(walk.done for walk in walks)
 
     def delete(self, table: Table, key: bytes, budget: Budget) -> None:
@@ -266,7 +273,7 @@ def walk(session: PartitionSession, purge: CrawlPurge, budget: Budget) -> None:
     for walked, name in (
         (purge.reports, REPORTS),
         (purge.received, RECEIVED),
-        (purge.parked, PARKED),
+        (purge.shelved, SHELVED),
     ):
         table = session.table(name)
         walked.step(table, budget, functools.partial(_delete_key, purge, table, budget))

@@ -9,9 +9,9 @@ table       key                                value
 ==========  =================================  ===============================================
 visited     crawl_id NUL fingerprint(16)       :class:`VisitedRecord`
 queue       host NUL priority-bytes seq(8)     `frontier.queues.QueuedUrl`
-parked      crawl_id NUL queue key             the queue entry of a paused crawl's URL, out of
+shelved     crawl_id NUL queue key             the queue entry of a paused crawl's URL, out of
                                                its host queue until the crawl is resumed or
-                                               cancelled (`frontier.release.park`)
+                                               cancelled (`frontier.release.shelve`)
 leases      lease_id                           :class:`LeaseRecord`
 deadlines   deadline_ms(8) lease_id            empty: the lease-expiry timer index
 delayed     due_ms(8) seq(8)                   :class:`DelayedEntry` (retry or recrawl)
@@ -52,7 +52,7 @@ from schemas.outcomes import MAX_STATUS, OutcomeKind
 
 VISITED = "visited"
 QUEUE = "queue"
-PARKED = "parked"
+SHELVED = "shelved"
 LEASES = "leases"
 DEADLINES = "deadlines"
 DELAYED = "delayed"
@@ -71,7 +71,7 @@ META = "meta"
 TABLES: tuple[str, ...] = (
     VISITED,
     QUEUE,
-    PARKED,
+    SHELVED,
     LEASES,
     DEADLINES,
     DELAYED,
@@ -132,7 +132,7 @@ def crawl_prefix(crawl_id: str) -> bytes:
     return crawl_id.encode() + SEPARATOR
 
 
-def parked_key(crawl_id: str, queue_key: bytes) -> bytes:
+def shelved_key(crawl_id: str, queue_key: bytes) -> bytes:
     return crawl_prefix(crawl_id) + queue_key
 
 

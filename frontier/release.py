@@ -14,17 +14,17 @@ max_depth) a lower depth is unfinished or travelling on any partition (the BFS-p
 `frontier.budget.lease_depth_limit`), or when it is not yet charged and the crawl's account has no
 budget left (a request goes to the owner).
 Entries of cancelled crawls, and those a done crawl left (its budget or time ran out), are dropped;
-entries of paused crawls are parked (:func:`park`): moved out of the host queue into `parked`,
+entries of paused crawls are shelved (:func:`shelve`): moved out of the host queue into `shelved`,
 whence the tick puts them back at their old places once the crawl is resumed or cancelled
-(`frontier.timers.unpark`). A host has one queue whatever the crawls, so a paused crawl's entries
+(`frontier.timers.unshelve`). A host has one queue whatever the crawls, so a paused crawl's entries
 left in place would stand in front of the other crawls' entries on its hosts: past
 ``release_scan_limit`` of them a release gives the host up until the next wake-up, and the other
 crawls would stall until the paused one resumed. A release looks at most ``release_scan_limit``
-entries; when it dropped or parked some, the host is released again at the next tick. Entries of
+entries; when it dropped or shelved some, the host is released again at the next tick. Entries of
 crawls blocked for a while (the BFS-prefix rule, a budget not yet granted, a crawl the directory
 does not know yet) stay in place: a host whose first entries all belong to them is parked until
 the next wake-up. A known limit: another crawl's entries behind more than ``release_scan_limit``
-of them wait until that crawl's depth (or budget) moves on. Parking those too would move every
+of them wait until that crawl's depth (or budget) moves on. Shelving those too would move every
 URL of a depth-ordered crawl out of its queue and back once per depth.
 
 A lease: a uuid lease id from the injected factory, deadline now + lease timeout, the URL's state
@@ -44,12 +44,12 @@ from frontier.queues import QueuedUrl, host_of, host_prefix
 from frontier.records import (
     DEADLINES,
     LEASES,
-    PARKED,
     QUEUE,
+    SHELVED,
     LeaseRecord,
     VisitedRecord,
     deadline_key,
-    parked_key,
+    shelved_key,
 )
 from frontier.retry import normal_window
 from frontier.session import PartitionSession
@@ -93,7 +93,7 @@ def release_host(session: PartitionSession, host: str) -> None:
             continue
         if crawl.status != "active":
             if crawl.status == "paused":
-                park(session, key, raw, entry.crawl_id)
+                shelve(session, key, raw, entry.crawl_id)
             else:
                 drop(session, key, entry, f"dropped_{crawl.status}")
             progressed = True
@@ -219,13 +219,13 @@ def lease(
     session.produce(session.topics.fetch, host, fetch_request)
 
 
-def park(session: PartitionSession, key: bytes, raw: bytes, crawl_id: str) -> None:
+def shelve(session: PartitionSession, key: bytes, raw: bytes, crawl_id: str) -> None:
     """Move a paused crawl's queued URL out of its host queue; it stays queued (its visited
     record and the crawl's counts are unchanged) and goes back to the same key."""
     session.table(QUEUE).delete(key)
-    session.table(PARKED).put(parked_key(crawl_id, key), raw)
+    session.table(SHELVED).put(shelved_key(crawl_id, key), raw)
     session.dequeued(host_of(key))
-    session.parked(crawl_id)
+    session.shelved(crawl_id)
 
 
 def drop(session: PartitionSession, key: bytes, entry: QueuedUrl, counter: str) -> None:

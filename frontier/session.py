@@ -41,10 +41,10 @@ from frontier.records import (
     CRAWL,
     HOSTS,
     META,
-    PARKED,
     PENDING,
     QUEUE,
     SEQUENCE_KEY,
+    SHELVED,
     TALLY,
     VISITED,
     CrawlRecord,
@@ -104,8 +104,8 @@ class PartitionMemory:
     seen: BloomFilter = field(default_factory=lambda: BloomFilter(8, 1))
     """Keys of the visited table (see `frontier.bloom`); sized by `rebuild` from the config."""
     pending_crawls: set[str] = field(default_factory=set)
-    parked_crawls: set[str] = field(default_factory=set)
-    """Crawls with URLs in `parked` (`frontier.release.park`)."""
+    shelved_crawls: set[str] = field(default_factory=set)
+    """Crawls with URLs in `shelved` (`frontier.release.shelve`)."""
     wake_all: bool = False
     directory_version: int = 0
     last_progress_ms: int = 0
@@ -125,8 +125,8 @@ class PartitionMemory:
         config: FrontierConfig,
         now_ms: int,
     ) -> PartitionMemory:
-        """Every host with queued URLs ready now; crawls with waiting messages or parked URLs
-        remembered (one seek per crawl in `parked`); the Bloom filter refilled from the visited
+        """Every host with queued URLs ready now; crawls with waiting messages or shelved URLs
+        remembered (one seek per crawl in `shelved`); the Bloom filter refilled from the visited
         set."""
         memory = cls(
             last_recheck_ms=now_ms,
@@ -140,11 +140,11 @@ class PartitionMemory:
             memory.heap.add_queued(host, count, now_ms)
         for key, _ in tables(PENDING).scan():
             memory.pending_crawls.add(pending_crawl_of(key))
-        parked = tables(PARKED)
+        shelved = tables(SHELVED)
         for key, _ in tables(CRAWL).scan():
             crawl_id = key.decode()
-            if next(iter(parked.scan(crawl_prefix(crawl_id))), None) is not None:
-                memory.parked_crawls.add(crawl_id)
+            if next(iter(shelved.scan(crawl_prefix(crawl_id))), None) is not None:
+                memory.shelved_crawls.add(crawl_id)
         return memory
 
     def wake(self, host: str, now_ms: int) -> None:
@@ -385,9 +385,9 @@ class PartitionSession:
     def wait_pending(self, crawl_id: str) -> None:
         self._memory_changes.append(lambda memory: memory.pending_crawls.add(crawl_id))
 
-    def parked(self, crawl_id: str) -> None:
-        """The crawl has URLs in `parked`: the tick puts them back once it is no longer paused."""
-        self._memory_changes.append(lambda memory: memory.parked_crawls.add(crawl_id))
+    def shelved(self, crawl_id: str) -> None:
+        """The crawl has URLs in `shelved`: the tick puts them back once it is no longer paused."""
+        self._memory_changes.append(lambda memory: memory.shelved_crawls.add(crawl_id))
 
     def finish(self) -> None:
         """Write changed records back, then apply the memory changes and the counts to the

@@ -10,7 +10,7 @@
   Entries of cancelled crawls are dropped.
 - Pending messages: DiscoveredUrls of crawls that were unknown are admitted once the directory
   has the crawl, ``pending_batch`` per crawl per tick.
-- Parked URLs (`frontier.release.park`) of a crawl no longer paused go back to their host queues.
+- Shelved URLs (`frontier.release.shelve`) of a crawl no longer paused go back to their host queues.
 
 Each scan handles at most ``timer_batch`` entries per tick; the rest wait a cycle. The outputs of a
 tick are produced before its state is written (the loop's order), so a crash repeats work, never
@@ -27,9 +27,9 @@ from frontier.queues import QueuedUrl, host_of
 from frontier.records import (
     DEADLINES,
     DELAYED,
-    PARKED,
     PENDING,
     QUEUE,
+    SHELVED,
     DelayedEntry,
     crawl_prefix,
     pending_prefix,
@@ -151,12 +151,12 @@ def drain_pending(session: PartitionSession) -> None:
             session.memory.pending_crawls.discard(crawl_id)
 
 
-def unpark(session: PartitionSession) -> None:
-    """Put the parked URLs of crawls no longer paused (resumed, or cancelled: the release then
+def unshelve(session: PartitionSession) -> None:
+    """Put the shelved URLs of crawls no longer paused (resumed, or cancelled: the release then
     drops them) back in their host queues at their old keys, ``timer_batch`` per tick."""
-    table = session.table(PARKED)
+    table = session.table(SHELVED)
     left = session.config.timer_batch
-    for crawl_id in sorted(session.memory.parked_crawls):
+    for crawl_id in sorted(session.memory.shelved_crawls):
         crawl = session.crawl_state(crawl_id)
         if crawl is None or crawl.status == "paused":
             continue
@@ -169,7 +169,7 @@ def unpark(session: PartitionSession) -> None:
             session.queued(host_of(queue_key))
             moved += 1
         if moved < left:
-            session.memory.parked_crawls.discard(crawl_id)
+            session.memory.shelved_crawls.discard(crawl_id)
         left -= moved
         if left <= 0:
             return

@@ -12,11 +12,13 @@ time, so the generator's memory stays flat. Message m holds ``--urls-per-message
    messages (the loop's default batch): one top-level `Transaction`; each message decoded by the
    handler's decoder and handled on a child transaction merged into it; one ``store.write``. The
    directory (a dict) holds the crawl with an unlimited budget and a scope that admits everything
-   (``same_domain="any"``, ``max_depth=-1``), *paused*: admission ignores pause (it only refuses
-   cancelled crawls), so every URL takes the production admission path, and a release leases
-   nothing. The timed cycles leave out ``on_tick``, the loop's release step, because with nothing
-   to lease its work is re-parking the hosts the cycle woke: release cost, not admission cost, and
-   large (each host's queue scan walks every write of the cycle's transaction). So it is not
+   (``same_domain="any"``, ``max_depth=10_000``, the largest), active and breadth-first, so depth
+   by depth: with no partition's progress showing its seeds (`frontier.budget.lease_depth_limit`)
+   it may lease depth 0 only, so every URL (depth 1) takes the production admission path, and a
+   release leases nothing and moves nothing (a paused crawl's URLs would be shelved). The timed
+   cycles leave out ``on_tick``, the loop's release step, because with nothing to lease its work
+   is re-parking the hosts the cycle woke: release cost, not admission cost, and large (each
+   host's queue scan walks every write of the cycle's transaction). So it is not
    hidden, the cycles reaching the memory checkpoints run their tick where the loop does (after the
    messages, on the cycle's transaction), timed apart; hosts woken by earlier, tickless cycles are
    parked first, as their ticks would have left them. ``--recheck`` also times the 30 s parked-host
@@ -336,18 +338,19 @@ class BareRun:
 # ----- the frontier ---------------------------------------------------------------------------
 
 
-def paused_crawl() -> CrawlState:
+def blocked_crawl() -> CrawlState:
+    """The crawl the URLs belong to: admitted, never leased (see the module docstring)."""
     request = StoredCrawlRequest(
         crawl_id=CRAWL_ID,
         seeds=["https://h0.example/"],
-        max_depth=-1,
+        max_depth=10_000,
         max_links=-1,
         same_domain="any",
     )
     return CrawlState(
         crawl_id=CRAWL_ID,
         request=request,
-        status="paused",
+        status="active",
         created_at=START_MS,
         updated_at=START_MS,
         owner_partition=PARTITION,
@@ -360,7 +363,7 @@ class Frontier:
     def __init__(self, path: Path, options: StoreOptions, expected_urls: int) -> None:
         self.clock = FakeClock(now_ms=START_MS)
         self.topics = FrontierTopics.from_prefix("bench.")
-        self.directory: dict[str, CrawlState] = {CRAWL_ID: paused_crawl()}
+        self.directory: dict[str, CrawlState] = {CRAWL_ID: blocked_crawl()}
         self.store = PartitionStore(path, TABLES, options)
         self.handler = FrontierHandler(
             # The Bloom filter sized for the run, as a deployment sizes it for its partitions.
@@ -423,9 +426,9 @@ class Frontier:
         return tick_cpu, tick_hosts
 
     def park_woken_hosts(self) -> None:
-        """Leave the HostHeap as the ticks the timed cycles skip would have: with the crawl
-        paused, a tick's release parks every host it pops (no writes, no reschedule), so popping
-        them is the same state without the scans (whose cost the recheck measures)."""
+        """Leave the HostHeap as the ticks the timed cycles skip would have: with the crawl's
+        depth blocked, a tick's release parks every host it pops (no writes, no reschedule), so
+        popping them is the same state without the scans (whose cost the recheck measures)."""
         heap = self.memory.heap
         while heap.pop_ready(self.clock.now_ms()) is not None:
             pass
@@ -579,7 +582,8 @@ def run_release(root: Path) -> str:
     shape = Shape(RELEASE_HOSTS * RELEASE_URLS, RELEASE_HOSTS, RELEASE_URLS, 500)
     frontier = Frontier(root / "release", StoreOptions(StateSettings()), shape.urls)
     crawl = frontier.directory[CRAWL_ID]
-    frontier.directory[CRAWL_ID] = crawl.model_copy(update={"status": "active"})
+    unlimited = crawl.request.model_copy(update={"max_depth": -1})  # not depth by depth
+    frontier.directory[CRAWL_ID] = crawl.model_copy(update={"request": unlimited})
     for cycle in range(shape.cycles):
         inputs = frontier_inputs(shape, shape.cycle_messages(cycle), frontier.clock)
         frontier.cycle(inputs, Meter(), tick=False)
@@ -774,7 +778,7 @@ def report(
         share = 100 * background / run.cpu
         print(f"  {'other threads (RocksDB), rest':32}{background:8.1f} s{share:5.0f} %")
     cycle_urls = shape.batch_messages * shape.per_message
-    print("\ntick (release step, crawl paused: nothing leased), kept out of the rates above:")
+    print("\ntick (release step, the crawl's depth blocked: nothing leased), kept apart:")
     for point in frontier.points:
         if point.tick_cpu is not None:
             print(

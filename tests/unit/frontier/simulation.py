@@ -32,9 +32,9 @@ from frontier.progress import ProgressBook
 from frontier.queues import QueuedUrl
 from frontier.records import (
     CRAWL,
-    PARKED,
     QUEUE,
     SEPARATOR,
+    SHELVED,
     TABLES,
     TALLY,
     CrawlRecord,
@@ -410,11 +410,11 @@ class Simulation:
         return sum(self.counters(crawl_id, p).get(name, 0) for p in range(self.partitions))
 
     def queue(self, partition: int = 0) -> list[QueuedUrl]:
-        """The partition's queued entries in release order, a paused crawl's parked ones at
-        their places (`frontier.release.park`)."""
+        """The partition's queued entries in release order, a paused crawl's shelved ones at
+        their places (`frontier.release.shelve`)."""
         store = self.stores[partition]
         entries = list(store.scan(QUEUE))
-        for key, raw in store.scan(PARKED):
+        for key, raw in store.scan(SHELVED):
             entries.append((key.split(SEPARATOR, 1)[1], raw))
         return [QueuedUrl.decode(raw) for _, raw in sorted(entries)]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from frontier.config import FrontierConfig
-from frontier.records import PARKED
+from frontier.records import SHELVED
 from schemas.seeds import CrawlRequest
 from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
 from tests.unit.frontier.simulation import Simulation, Site
@@ -57,7 +57,7 @@ def test_pause_stops_releases_resume_restarts_cancel_drops(tmp_path: Path) -> No
 def test_a_paused_crawl_does_not_stall_another_on_its_hosts(tmp_path: Path) -> None:
     """Live: a crawl paused with URLs queued on a host froze a second crawl of the same site
     for as long as it stayed paused, once the second crawl's URLs sorted behind more of the
-    paused one's than a release looks at. Its URLs are parked instead, through a restart of
+    paused one's than a release looks at. Its URLs are shelved instead, through a restart of
     the partition too, and go back to their places on resume."""
     site = {
         f"{A}/": [f"/big/{n}" for n in range(12)],
@@ -78,7 +78,7 @@ def test_a_paused_crawl_does_not_stall_another_on_its_hosts(tmp_path: Path) -> N
         sim.fetch(request)  # the two leased before the pause
     sim.settle(rounds=3)
     assert sim.total("big", "queued") == 10
-    assert len(list(sim.stores[0].scan(PARKED))) == 10
+    assert len(list(sim.stores[0].scan(SHELVED))) == 10
     assert sim.handlers[0].memory[0].heap.queued == {}
 
     request = CrawlRequest(crawl_id="small", seeds=[f"{B}/"], same_domain="any")
@@ -91,15 +91,15 @@ def test_a_paused_crawl_does_not_stall_another_on_its_hosts(tmp_path: Path) -> N
     assert sim.status("big") == "paused"
     assert len(sim.fetched_urls("big")) == 3
 
-    sim.restart(0)  # the parked URLs are found again
+    sim.restart(0)  # the shelved URLs are found again
     sim.command("big", "resume")
     sim.settle(until=lambda: sim.status("big") == "done")
     assert sim.status("big") == "done"
     assert sorted(sim.fetched_urls("big")) == sorted(
         [f"{A}/", *(f"{A}/big/{n}" for n in range(12))]
     )
-    assert list(sim.stores[0].scan(PARKED)) == []
-    assert sim.handlers[0].memory[0].parked_crawls == set()
+    assert list(sim.stores[0].scan(SHELVED)) == []
+    assert sim.handlers[0].memory[0].shelved_crawls == set()
     sim.close()
 
 

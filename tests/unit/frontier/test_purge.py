@@ -20,8 +20,8 @@ from frontier.records import (
     LEASES,
     LEDGER,
     OWNED,
-    PARKED,
     QUEUE,
+    SHELVED,
     TABLES,
     VISITED,
     CrawlRecord,
@@ -158,7 +158,7 @@ def test_a_cancelled_crawl_s_queued_urls_go_and_host_counts_stay_true(tmp_path: 
     sim.start(CrawlRequest(crawl_id=GONE, seeds=[f"{B}/"], same_domain="any"))
     sim.run()
     # Depth 1 sorts behind the paused crawl's seeds, more than the release scan looks at: they
-    # are parked, so that these are not left queued behind them.
+    # are shelved, so that these are not left queued behind them.
     deeper = DiscoveredUrls(
         crawl_id=GONE,
         host="a.example",
@@ -175,8 +175,8 @@ def test_a_cancelled_crawl_s_queued_urls_go_and_host_counts_stay_true(tmp_path: 
     sim.tick_all()
     assert sim.status(GONE) == "cancelled"
     heap = sim.handlers[0].memory[0].heap
-    assert heap.queued == {}  # the paused crawl's 2 parked, the cancelled crawl's 3 dropped
-    assert len(list(sim.stores[0].scan(PARKED))) == 2
+    assert heap.queued == {}  # the paused crawl's 2 shelved, the cancelled crawl's 3 dropped
+    assert len(list(sim.stores[0].scan(SHELVED))) == 2
     assert sim.counters(GONE, 0)["queued"] == 0
     assert sim.counters(GONE, 0)["dropped_cancelled"] == 3
     assert sim.counters(GONE, 0)["leased"] == 1
