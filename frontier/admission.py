@@ -378,17 +378,16 @@ def _maybe_lower_depth(
     if visited.state != "queued" or depth >= visited.depth or visited.queue_key is None:
         return
     old_key = bytes.fromhex(visited.queue_key)
-    queue = session.table(QUEUE)
+    queue, shelved = session.table(QUEUE), session.table(SHELVED)
     raw = queue.get(old_key)
-    shelved = session.table(SHELVED)
     was_shelved = raw is None
-    if raw is not None:
-        queue.delete(old_key)
-    else:
+    if raw is None:
         raw = shelved.get(shelved_key(crawl.crawl_id, old_key))
         if raw is None:
             return
         shelved.delete(shelved_key(crawl.crawl_id, old_key))
+    else:
+        queue.delete(old_key)
     old = QueuedUrl.decode(raw)
     moved = QueuedUrl(
         old.crawl_id,

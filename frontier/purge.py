@@ -277,6 +277,8 @@ def walk(session: PartitionSession, purge: CrawlPurge, budget: Budget) -> None:
     ):
         table = session.table(name)
         walked.step(table, budget, functools.partial(_delete_key, purge, table, budget))
+    if purge.shelved.done:
+        session.memory.shelved_crawls.discard(purge.crawl_id)
     purge.delayed.step(
         session.table(DELAYED),
         budget,
