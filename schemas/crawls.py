@@ -1,8 +1,9 @@
 """`crawls`: the compacted table of every crawl's configuration and status.
 
 Producer: only the frontier instance that owns the crawl id's `seeds` partition. Consumers: every
-frontier instance reads it whole, outside any group (a table), and the API and CLI read it for
-status. Key: crawl id, so compaction keeps each crawl's latest state.
+frontier instance reads it whole, outside any group (a table); every fetcher too, for statuses
+(a crawl no longer active stops counting for politeness); the link graph for seeds; the API and
+CLI for status. Key: crawl id, so compaction keeps each crawl's latest state.
 """
 
 from __future__ import annotations
