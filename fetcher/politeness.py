@@ -9,6 +9,12 @@ limit have room and at least ``delay`` seconds have passed since the host's prev
                 robots.txt Crawl-delay (capped at 60 s),
                 the adaptive delay below)
 
+and not before a Retry-After the host sent (capped at 1 h). robots.txt fetches take grants like
+page fetches, so they count as requests; a grant given back unused (:meth:`Politeness.cancel`, for
+a URL robots.txt denies) does not count. A slot is created with its "previous start" set to now, so
+the first request to a host this process has not served waits one delay: after a rebalance the
+previous owner may just have fetched from it.
+
 A crawl's delay counts while it may still send requests for the host: crawl_activity_s (10 min)
 after its last one, since a crawl whose other hosts came first looks the same as one that
 stopped, except when the fetcher knows the crawl stopped (:meth:`Politeness.crawl_stopped`:
@@ -16,12 +22,6 @@ paused, done or cancelled in `crawls`). Its delay then stops counting at once, f
 slow, careful crawl paused or cancelled does not hold a fast crawl of the same site to its pace
 for ten minutes, and a late request of it (leased before it stopped) counts for nothing. A
 paused crawl resumed counts again from its next request (:meth:`Politeness.crawl_started`).
-
-and not before a Retry-After the host sent (capped at 1 h). robots.txt fetches take grants like
-page fetches, so they count as requests; a grant given back unused (:meth:`Politeness.cancel`, for
-a URL robots.txt denies) does not count. A slot is created with its "previous start" set to now, so
-the first request to a host this process has not served waits one delay: after a rebalance the
-previous owner may just have fetched from it.
 
 A request's start is the moment it is granted, moved to the moment its headers are handed to the
 socket when the HTTP layer reports that (:meth:`Politeness.mark_sent`): the robots.txt check and a
