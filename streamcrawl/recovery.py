@@ -178,6 +178,8 @@ class ChangelogRestorer:
                     if self._uncommitted(message_headers(message), committed):
                         continue
                     table, key = split_changelog_key(message.key() or b"")
+                    if table not in store.tables:
+                        continue  # a table this version no longer has (`streamcrawl.state`)
                     if derivation is None:
                         changes.setdefault(table, {})[key] = message.value()
                     elif table not in derivation.tables:  # derived entries are rebuilt instead

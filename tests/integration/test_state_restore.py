@@ -148,6 +148,31 @@ def test_deleted_store_is_rebuilt_and_kept_store_replays_only_the_tail(
     close(rebuilt, loops)
 
 
+def test_a_restore_skips_the_changelog_records_of_a_table_no_longer_named(
+    kafka_bootstrap: str, tmp_path: Path, loops: list[ServiceLoop]
+) -> None:
+    """The changelog still holds records of a table an earlier version had (renamed since): a
+    rebuild from it skips them instead of failing on a table the store does not have."""
+    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=1)
+    deployment.create_for_role("ledger", ("in",), ("out",))
+    out = TopicReader(deployment.bootstrap, deployment.topic("out"))
+    produce_entries(deployment, 0, 50, accounts=10)
+    first = run_ledger(deployment, "x", 50, out, loops)
+    close(first, loops)
+    produce_json(
+        deployment.bootstrap,
+        deployment.topic("changelog.ledger"),
+        [("renamed-table\x00acct-1", {"old": True})],
+    )
+    shutil.rmtree(tmp_path / "state" / "x")
+    rebuilt = run_ledger(deployment, "x", 50, out, loops)
+    report = rebuilt.restore_reports[0]
+    assert report.full and report.records_read == changelog_end(deployment)
+    assert report.records_applied == report.records_read - 1
+    assert accounts_of(rebuilt) == expected_accounts(50, 10)
+    close(rebuilt, loops)
+
+
 class HeldHandler(BaseHandler):
     """Finishes each record only when the test says so."""
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rocksdict import Options, Rdict
 
 from streamcrawl.settings import StateSettings
 from streamcrawl.state import PartitionStore, StoreOptions, Table, Transaction
@@ -45,6 +46,21 @@ def test_store_survives_reopen(tmp_path: Path) -> None:
     assert reopened.get("queue", b"k") == b"v"
     assert reopened.changelog_position() == ("cl", 41)
     reopened.close()
+
+
+def test_a_table_no_longer_named_is_dropped_when_the_store_is_opened(tmp_path: Path) -> None:
+    """A handler's next version renamed a table: RocksDB would refuse to open the directory
+    without the old column family, so the store opens it and drops it."""
+    options = StoreOptions(StateSettings())
+    older = PartitionStore(tmp_path / "p0", ("queue", "parked"), options)
+    older.write({"queue": {b"k": b"v"}, "parked": {b"old": b"x"}}, "cl", 3)
+    older.close()
+    newer = PartitionStore(tmp_path / "p0", ("queue", "shelved"), options)
+    assert newer.get("queue", b"k") == b"v"
+    assert newer.changelog_position() == ("cl", 3)
+    assert list(newer.scan("shelved")) == []
+    newer.close()
+    assert "parked" not in Rdict.list_cf(str(tmp_path / "p0"), Options())
 
 
 def test_get_many_reads_every_layer_in_key_order_of_the_request(tmp_path: Path) -> None:
