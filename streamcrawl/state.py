@@ -154,9 +154,12 @@ class PartitionStore:
         values: list[bytes | None] = self._families[table].get(request) or []
         return values
 
-    def scan(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+    def scan(
+        self, table: str, prefix: bytes = b"", start: bytes = b""
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """The entries under ``prefix`` in key order, from the first key at or after ``start``."""
         iterator = self._families[table].iter()
-        iterator.seek(prefix)
+        iterator.seek(max(prefix, start))
         while iterator.valid():
             key: bytes = iterator.key()
             if not key.startswith(prefix):
@@ -348,8 +351,10 @@ class Transaction:
                 else:
                     into_sources[key] = source
 
-    def scan(self, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        """The parent's entries merged with this layer's writes, in key order.
+    def scan(
+        self, table: str, prefix: bytes = b"", start: bytes = b""
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """The parent's entries merged with this layer's writes, in key order, from ``start``.
 
         The layer's keys are indexed per table (`_KeyIndex`), so a scan costs the keys under its
         prefix, not every write of the cycle."""
@@ -357,10 +362,10 @@ class Transaction:
         pending = (
             []
             if writes is None
-            else [(key, writes[key]) for key in self._keys[table].under(prefix)]
+            else [(key, writes[key]) for key in self._keys[table].under(prefix) if key >= start]
         )
         index = 0
-        for key, value in self.parent.scan(table, prefix):
+        for key, value in self.parent.scan(table, prefix, start):
             while index < len(pending) and pending[index][0] < key:
                 yield from _present(pending[index])
                 index += 1
@@ -443,5 +448,6 @@ class Table:
     def delete(self, key: bytes) -> None:
         self._transaction.delete(self._name, key, self._source)
 
-    def scan(self, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        return self._transaction.scan(self._name, prefix)
+    def scan(self, prefix: bytes = b"", start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """The entries under ``prefix`` in key order, from the first key at or after ``start``."""
+        return self._transaction.scan(self._name, prefix, start)

@@ -38,6 +38,24 @@ def test_scan_merges_pending_writes_in_key_order(tmp_path: Path) -> None:
     store.close()
 
 
+def test_scan_from_a_start_key_skips_what_sorts_before_it_in_every_layer(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.write({"queue": {b"a1": b"1", b"a3": b"3", b"a5": b"5", b"b1": b"x"}}, "cl", 0)
+    cycle = Transaction(store)
+    cycle.put("queue", b"a2", b"2", None)
+    message = Transaction(cycle)
+    table = Table(message, "queue", source=None)
+    table.put(b"a4", b"4")
+    table.put(b"a0", b"0")
+    table.delete(b"a5")
+    assert [key for key, _ in table.scan(b"a", b"a2")] == [b"a2", b"a3", b"a4"]
+    assert [key for key, _ in table.scan(b"a", b"a25")] == [b"a3", b"a4"]
+    assert [key for key, _ in table.scan(b"a", b"")] == [b"a0", b"a1", b"a2", b"a3", b"a4"]
+    assert list(table.scan(b"a", b"b")) == []
+    assert [key for key, _ in store.scan("queue", b"a", b"a2")] == [b"a3", b"a5"]
+    store.close()
+
+
 def test_store_survives_reopen(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     store.write({"queue": {b"k": b"v"}}, "cl", 41)
