@@ -35,14 +35,13 @@ import struct
 from frontier import crawlstate, queues
 from frontier.budget import depth_counter, depth_ordered
 from frontier.priority import PrioritySignals, encode_priority, queue_key
-from frontier.queues import QueuedUrl, encode_new_entries, host_prefix, new_entry_head
+from frontier.queues import QueuedUrl, crawl_queue_prefix, encode_new_entries, new_entry_head
 from frontier.records import (
     HOST_PAGES,
     PENDING,
     QUEUE,
     RECEIVED,
     SCORES,
-    SHELVED,
     VISITED,
     VisitedRecord,
     host_pages_key,
@@ -51,7 +50,6 @@ from frontier.records import (
     queued_head,
     read_u64,
     received_key,
-    shelved_key,
     u64,
     visited_prefix,
 )
@@ -203,7 +201,7 @@ class _Intake:
         self.rules = session.services.scope_rules(crawl)
         self.rank = source_rank(session, crawl.crawl_id, message.source_url)
         self.part = min(message.part, _MAX_U16)
-        self.queue_prefix = host_prefix(message.host)
+        self.queue_prefix = crawl_queue_prefix(message.host, crawl.crawl_id)
         self.rank_part = _RANK_PART.pack(self.rank, self.part)
         self.entry_head = new_entry_head(crawl.crawl_id, message.depth, message.redirect_hops)
         self.visited_head = queued_head(message.depth)
@@ -264,7 +262,8 @@ class _Intake:
         return None
 
     def _head(self, hint: float | None, key: bytes) -> bytes:
-        """The queue key up to the URL's position: host, priority bytes, source rank and part."""
+        """The queue key up to the URL's position: host and crawl, priority bytes, source rank and
+        part."""
         return self.queue_prefix + self._priority(hint, key) + self.rank_part
 
     def _open_scope(self) -> HostScope:
@@ -373,21 +372,15 @@ def _maybe_lower_depth(
     depth: int,
     ordinal: bytes,
 ) -> None:
-    """A URL still queued and found again closer to the seeds takes the lower depth, in its host
-    queue or, for a paused crawl, in `shelved` (`frontier.release.shelve`)."""
+    """A URL still queued and found again closer to the seeds takes the lower depth in its queue."""
     if visited.state != "queued" or depth >= visited.depth or visited.queue_key is None:
         return
     old_key = bytes.fromhex(visited.queue_key)
-    queue, shelved = session.table(QUEUE), session.table(SHELVED)
+    queue = session.table(QUEUE)
     raw = queue.get(old_key)
-    was_shelved = raw is None
     if raw is None:
-        raw = shelved.get(shelved_key(crawl.crawl_id, old_key))
-        if raw is None:
-            return
-        shelved.delete(shelved_key(crawl.crawl_id, old_key))
-    else:
-        queue.delete(old_key)
+        return
+    queue.delete(old_key)
     old = QueuedUrl.decode(raw)
     moved = QueuedUrl(
         old.crawl_id,
@@ -401,11 +394,8 @@ def _maybe_lower_depth(
     )
     signals = PrioritySignals(pagerank=_pagerank(session, crawl, fingerprint))
     priority = priority_bytes(crawl, depth, signals, ordinal)
-    key = queues.queue_key(host, priority, session.next_sequence())
-    if was_shelved:
-        shelved.put(shelved_key(crawl.crawl_id, key), moved.encode())
-    else:
-        queue.put(key, moved.encode())
+    key = queues.queue_key(host, crawl.crawl_id, priority, session.next_sequence())
+    queue.put(key, moved.encode())
     session.unfinished(crawl.crawl_id, visited.depth, -1)
     session.unfinished(crawl.crawl_id, depth, 1)
     if crawl.request.max_links != -1 and not visited.charged:

@@ -45,7 +45,8 @@ class FrontierConfig:
     events that unblock them (a grant, a finished depth, a directory change); as a safety net,
     every host with queued URLs is tried again at least this often."""
     release_scan_limit: int = 256
-    """Queue entries one release looks at past blocked ones before it gives the host up."""
+    """Queue entries one release looks at; one that leased or dropped this many is released
+    again at the next tick (`frontier.release`)."""
     timer_batch: int = 1_000
     """Expired leases and due delayed entries handled per tick (the rest wait one cycle)."""
     pending_batch: int = 100

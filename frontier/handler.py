@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from frontier import admission, crawlstate, purge, release, reports, timers, wire
+from frontier import admission, crawlstate, purge, release, reports, timers, upgrade, wire
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.metrics import CRAWL_COUNTERS, FrontierMetrics, PartitionGauges
 from frontier.outcomes import handle_outcome
@@ -172,8 +172,8 @@ class FrontierHandler(BaseHandler):
         timers.release_due(session)
         if memory.pending_crawls:
             timers.drain_pending(session)
-        if memory.shelved_crawls:
-            timers.unshelve(session)
+        if memory.legacy_shelved or memory.legacy_hosts:
+            upgrade.upgrade(session)
         session.finish()
         now = session.now_ms
         version = self._directory_version

@@ -37,7 +37,7 @@ from typing import Literal
 from frontier.admission import fresh_ordinal, priority_bytes
 from frontier.budget import depth_counter, depth_ordered
 from frontier.priority import PrioritySignals
-from frontier.queues import QueuedUrl, enqueue
+from frontier.queues import QueuedUrl, enqueue, upgraded_key
 from frontier.records import (
     DEADLINES,
     DELAYED,
@@ -290,11 +290,13 @@ def requeue(
     visited: VisitedRecord,
     fingerprint: bytes,
 ) -> None:
-    """Put a known URL back in its host queue, at its old place when it has one."""
+    """Put a known URL back in its crawl's queue on its host, at its old place when it has one
+    (kept in an earlier version's layout, it moves to this version's, `frontier.queues`)."""
     queue = session.table(QUEUE)
     if visited.queue_key is not None:
-        key = bytes.fromhex(visited.queue_key)
+        key = upgraded_key(bytes.fromhex(visited.queue_key), crawl.crawl_id)
         queue.put(key, entry.encode())
+        visited.queue_key = key.hex()
     else:
         priority = priority_bytes(crawl, entry.depth, PrioritySignals(), fresh_ordinal(session))
         key = enqueue(queue, host, priority, session.next_sequence(), entry)

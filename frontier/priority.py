@@ -5,8 +5,9 @@ first. ``priority`` is an integer bucket in ``[0, PRIORITY_MAX]``; ``rank`` is 0
 lead (below). The strategies:
 
 - ``bfs``: ``(depth, arrival)``; priority is the constant :data:`NEUTRAL_PRIORITY`, so within a
-  crawl the order is seed 000's FIFO by depth, and in a host queue shared with crawls of other
-  strategies BFS URLs interleave with theirs instead of starving or being starved.
+  crawl the order is seed 000's FIFO by depth, and on a host shared with crawls of other
+  strategies (a release merges the crawls' queues in key order, `frontier.release`) BFS URLs
+  interleave with theirs instead of starving or being starved.
 - ``score``: seed 002's simplified seed score, ``0.3 x in-links + 0.3 x domain authority + 0.2 x
   sitemap priority + 0.2 x 1/(depth+1)`` (inverse depth: root 1.0, depth 1 0.5, depth 2 0.33). The
   in-link count is log-normalised, ``min(1, ln(1+n) / ln(1+1000))``, so a thousand in-links
@@ -23,10 +24,10 @@ lead (below). The strategies:
   hundreds of paths wait behind pages few others point to.
 
 Depth first under a finite budget: a partition then leases depth d+1 only when nothing of depth <= d
-is queued or leased (`frontier.budget.may_lease_depth`). If a host's queue head were a deeper URL
-with a better score, the shallower URL behind it could never leave and the host would stall, so
-callers pass ``depth_first=True`` for such crawls: the key becomes ``(NEUTRAL_PRIORITY, depth,
-bucket, arrival)``, the strategy ordering URLs within one depth.
+is queued or leased (`frontier.budget.may_lease_depth`). If a crawl's queue head on a host were a
+deeper URL with a better score, the shallower URL behind it could never leave and the crawl would
+stall there, so callers pass ``depth_first=True`` for such crawls: the key becomes
+``(NEUTRAL_PRIORITY, depth, bucket, arrival)``, the strategy ordering URLs within one depth.
 
 :func:`encode_priority` turns ``(priority, depth, rank)`` into 8 big-endian bytes whose byte order
 is the key order; the host queue appends its 8-byte arrival sequence (`frontier.queues`), so RocksDB

@@ -12,14 +12,14 @@ retries waiting for their backoff), ``recrawl_scheduled`` (gauge), ``leases``, `
 ``outcomes_ignored``, ``reports_expected``, ``reports_admitted``, ``reports_repeated``,
 ``reports_waiting`` (gauge), ``discovered_messages_announced``, ``discovered_messages_admitted``,
 ``discovered_messages_repeated``, ``seeds``; ``hosts_held`` (gauge, absent when 0: hosts held by a
-Retry-After or an unreadable robots.txt whose queue the crawl heads, `frontier.outcomes.hold_host`,
-so a crawl that only waits says so); per outcome label ``outcome_<label>`` (the crawl's URLs by
-their latest outcome, `frontier.outcomes.relabel`); per depth q ``unfinished_d<q>`` (gauge); on
-the owner
-``budget_granted`` (the ledger's total); for finite-budget crawls ``budget_available`` and
-``budget_consumed`` from the account; and for depth-ordered crawls (`frontier.budget`) per depth q
-``announced_d<q>`` and ``admitted_d<q>`` (DiscoveredUrls messages), which with ``unfinished_d<q>``
-decide the depth partitions may lease and order the budget's grants.
+Retry-After or an unreadable robots.txt with URLs of the crawl queued,
+`frontier.outcomes.hold_host`, so a crawl that only waits says so); per outcome label
+``outcome_<label>`` (the crawl's URLs by their latest outcome, `frontier.outcomes.relabel`); per
+depth q ``unfinished_d<q>`` (gauge); on the owner ``budget_granted`` (the ledger's total); for
+finite-budget crawls ``budget_available`` and ``budget_consumed`` from the account; and for
+depth-ordered crawls (`frontier.budget`) per depth q ``announced_d<q>`` and ``admitted_d<q>``
+(DiscoveredUrls messages), which with ``unfinished_d<q>`` decide the depth partitions may lease
+and order the budget's grants.
 
 :func:`crawl_done` is pure. A crawl is done when the latest two snapshots of every partition that
 reported on it (the owner's included) are both *settled*: nothing leased, waiting for a retry,
@@ -48,7 +48,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import islice
 
-from frontier.queues import head
+from frontier.queues import crawls_on_host
 from frontier.records import CRAWL, QUEUE
 from frontier.session import PartitionSession
 from schemas.progress import PartitionProgress
@@ -56,7 +56,7 @@ from schemas.progress import key as progress_key
 
 HISTORY = 2
 HELD_HOSTS_LOOKED_AT = 1_000
-"""At most this many held hosts are attributed to crawls per snapshot, one seek each."""
+"""At most this many held hosts are attributed to crawls per snapshot (a seek per crawl on each)."""
 
 
 class ProgressBook:
@@ -129,15 +129,17 @@ def budget_spent(snapshots: Sequence[PartitionProgress], max_links: int) -> bool
 
 
 def held_hosts_by_crawl(session: PartitionSession) -> Counter[str]:
-    """Per crawl, the partition's held hosts whose queue starts with one of its URLs (the URL a
-    release would lease first); at most `HELD_HOSTS_LOOKED_AT` hosts are looked at."""
-    heap = session.memory.heap
-    held = (host for host in heap.held if heap.held_until(host, session.now_ms) is not None)
+    """Per crawl, the partition's held hosts with URLs of it queued; at most
+    `HELD_HOSTS_LOOKED_AT` hosts are looked at."""
+    heap, memory = session.memory.heap, session.memory
+    held = (
+        host
+        for host in heap.held
+        if heap.held_until(host, session.now_ms) is not None and host not in memory.legacy_hosts
+    )
     crawls: Counter[str] = Counter()
     for host in islice(held, HELD_HOSTS_LOOKED_AT):
-        first = head(session.table(QUEUE), host)
-        if first is not None:
-            crawls[first[1].crawl_id] += 1
+        crawls.update(crawls_on_host(session.table(QUEUE), host))
     return crawls
 
 

@@ -15,8 +15,7 @@ visit may end a few keys past it), crawl after crawl, in these steps:
    (deleted, and the host's count in the HostHeap lowered), the host in that key names the crawl's
    `host_pages` entry, and the record's ``lease_id`` (the URL's last lease) names its open lease
    (with its `deadlines` entry; the host gets its in-flight slot back);
-3. `reports`, `received` and `shelved`, under ``crawl_id NUL`` (a cancelled crawl's shelved URLs
-   go back to their queues and are dropped long before, `frontier.timers.unshelve`);
+3. `reports` and `received`, under ``crawl_id NUL``;
 4. `delayed`, keyed by due time, is walked whole, and only when the crawl record's gauges say the
    crawl has entries there (a cancelled crawl with retries or recrawls still waiting; a done crawl
    has none);
@@ -55,7 +54,6 @@ from frontier.records import (
     QUEUE,
     RECEIVED,
     REPORTS,
-    SHELVED,
     TALLY,
     VISITED,
     CrawlRecord,
@@ -154,7 +152,6 @@ class CrawlPurge:
     visited: PrefixWalk
     reports: PrefixWalk
     received: PrefixWalk
-    shelved: PrefixWalk
     delayed: PrefixWalk
     hosts_cleared: set[str] = field(default_factory=set)
     deleted: int = 0
@@ -172,20 +169,12 @@ class CrawlPurge:
             visited=PrefixWalk.under(visited_prefix(crawl_id)),
             reports=PrefixWalk.under(crawl_prefix(crawl_id)),
             received=PrefixWalk.under(crawl_prefix(crawl_id)),
-            shelved=PrefixWalk.under(crawl_prefix(crawl_id)),
             delayed=PrefixWalk.under(b"") if waiting > 0 else PrefixWalk.nothing(),
         )
 
     @property
     def walked(self) -> bool:
-        walks = (
-            self.pending,
-            self.visited,
-            self.reports,
-            self.received,
-            self.shelved,
-            self.delayed,
-        )
+        walks = (self.pending, self.visited, self.reports, self.received, self.delayed)
         return all(walk.done for walk in walks)
 
     def delete(self, table: Table, key: bytes, budget: Budget) -> None:
@@ -270,15 +259,9 @@ def walk(session: PartitionSession, purge: CrawlPurge, budget: Budget) -> None:
     purge.visited.step(
         session.table(VISITED), budget, lambda key, raw: purge_url(session, purge, budget, key, raw)
     )
-    for walked, name in (
-        (purge.reports, REPORTS),
-        (purge.received, RECEIVED),
-        (purge.shelved, SHELVED),
-    ):
+    for walked, name in ((purge.reports, REPORTS), (purge.received, RECEIVED)):
         table = session.table(name)
         walked.step(table, budget, functools.partial(_delete_key, purge, table, budget))
-    if purge.shelved.done:
-        session.memory.shelved_crawls.discard(purge.crawl_id)
     purge.delayed.step(
         session.table(DELAYED),
         budget,

@@ -1,16 +1,25 @@
-"""Per-host URL queues on disk, and the in-memory heap of hosts that decides who is released next.
+"""Per-host URL queues on disk, one per crawl, and the in-memory heap of hosts that decides who is
+released next.
 
 Queued URLs live only in RocksDB (the `queue` table of the partition's store), keyed so that key
-order is release order within a host:
+order is release order within a host's queue of one crawl:
 
-    host NUL priority-bytes sequence(8 bytes, big-endian)
+    host NUL crawl_id NUL priority-bytes sequence(8 bytes, big-endian)
 
 `priority-bytes` come from `frontier.priority` (lower sorts first: BFS puts depth first), and the
-sequence is the partition's arrival counter, so equal priorities leave in arrival order. The head of
-a host is the first key under its prefix: one seek, no in-memory copy. Memory holds one small entry
-per host with queued work (its ready time and queued count) and a heap of those hosts ordered by
-ready time: it grows with the number of hosts, never with the number of URLs (DESIGN section 3,
-step 3).
+sequence is the partition's arrival counter, so equal priorities leave in arrival order. A host's
+crawls are found with one seek each (:func:`crawl_queues`), which lands on the head of the crawl's
+queue: no in-memory copy. A release merges the heads of the host's crawls
+in the order of what follows the crawl id (:func:`release_order`), which is the order one queue for
+all crawls would have, and passes over a crawl that may not lease now with one seek, whatever it
+has queued (`frontier.release`). Memory holds one small entry per host with queued work (its ready
+time and queued count) and a heap of those hosts ordered by ready time: it grows with the number of
+hosts, never with the number of URLs (DESIGN section 3, step 3).
+
+Versions before this one kept one queue per host (``host NUL priority-bytes sequence``); such a
+key is told apart by the byte after the host's NUL (a priority's first byte is below 0x20, a crawl
+id's is printable) and moved to its crawl's queue when the partition is opened
+(`frontier.upgrade`).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 import heapq
 import json
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from frontier.fields import ABSENT, pack_field, unpack_fields
@@ -25,18 +35,81 @@ from streamcrawl.state import Table
 
 SEPARATOR = b"\x00"
 SEQUENCE_BYTES = 8
+_PRINTABLE = 0x20
 
 
-def queue_key(host: str, priority: bytes, sequence: int) -> bytes:
-    return host.encode() + SEPARATOR + priority + sequence.to_bytes(SEQUENCE_BYTES, "big")
+def queue_key(host: str, crawl_id: str, priority: bytes, sequence: int) -> bytes:
+    return crawl_queue_prefix(host, crawl_id) + priority + sequence.to_bytes(SEQUENCE_BYTES, "big")
 
 
 def host_prefix(host: str) -> bytes:
     return host.encode() + SEPARATOR
 
 
+def crawl_queue_prefix(host: str, crawl_id: str) -> bytes:
+    """The keys of one crawl's queue on a host start with this."""
+    return host.encode() + SEPARATOR + crawl_id.encode() + SEPARATOR
+
+
 def host_of(key: bytes) -> str:
     return key.split(SEPARATOR, 1)[0].decode()
+
+
+def crawl_of(key: bytes) -> str:
+    return key.split(SEPARATOR, 2)[1].decode()
+
+
+def release_order(key: bytes) -> bytes:
+    """What orders a key among the keys of every crawl of its host: its priority and sequence."""
+    return key.split(SEPARATOR, 2)[2]
+
+
+def is_legacy_key(key: bytes) -> bool:
+    """A key of the one queue per host of earlier versions (see the module docstring)."""
+    host_end = key.index(SEPARATOR)
+    return key[host_end + 1] < _PRINTABLE
+
+
+def upgraded_key(key: bytes, crawl_id: str) -> bytes:
+    """A key of either layout in this version's: a legacy key moves to its crawl's queue, keeping
+    its priority and sequence."""
+    if not is_legacy_key(key):
+        return key
+    host, order = key.split(SEPARATOR, 1)
+    return host + SEPARATOR + crawl_id.encode() + SEPARATOR + order
+
+
+def crawl_queues(table: Table, host: str) -> Iterator[tuple[str, Iterator[tuple[bytes, bytes]]]]:
+    """The crawls with URLs queued on a host, in id order, each with its queue's entries from the
+    head (read lazily): one seek per crawl, and one more to find no other."""
+    prefix = host_prefix(host)
+    start = prefix
+    while True:
+        entries = table.scan(prefix, start)
+        head = next(entries, None)
+        if head is None:
+            return
+        if is_legacy_key(head[0]):  # not moved yet: the partition is being opened
+            return
+        crawl_id = crawl_of(head[0])
+        own = crawl_queue_prefix(host, crawl_id)
+        yield crawl_id, _under(own, head, entries)
+        start = own[:-1] + b"\x01"  # past every key of the crawl: NUL < 0x01 < its id's bytes
+
+
+def _under(
+    prefix: bytes, head: tuple[bytes, bytes], entries: Iterator[tuple[bytes, bytes]]
+) -> Iterator[tuple[bytes, bytes]]:
+    yield head
+    for entry in entries:
+        if not entry[0].startswith(prefix):
+            return
+        yield entry
+
+
+def crawls_on_host(table: Table, host: str) -> Iterator[str]:
+    """The crawls with URLs queued on a host, in id order: one seek per crawl."""
+    return (crawl_id for crawl_id, _ in crawl_queues(table, host))
 
 
 @dataclass(frozen=True)
@@ -126,25 +199,29 @@ def encode_new_entries(head: bytes, urls: list[str]) -> list[bytes]:
 
 
 def enqueue(table: Table, host: str, priority: bytes, sequence: int, entry: QueuedUrl) -> bytes:
-    key = queue_key(host, priority, sequence)
+    key = queue_key(host, entry.crawl_id, priority, sequence)
     table.put(key, entry.encode())
     return key
 
 
-def head(table: Table, host: str) -> tuple[bytes, QueuedUrl] | None:
-    """The next URL of a host in release order, or None when its queue is empty."""
-    for key, value in table.scan(host_prefix(host)):
-        return key, QueuedUrl.decode(value)
-    return None
+@dataclass
+class QueueCensus:
+    """What one pass over the queue table finds, to rebuild memory when a partition is opened:
+    queued URLs per host, and the hosts with keys in an earlier version's layout."""
 
+    queued: dict[str, int]
+    legacy_hosts: set[str]
 
-def count_by_host(table: Table) -> dict[str, int]:
-    """Queued URLs per host, for rebuilding the in-memory view when a partition is opened."""
-    counts: dict[str, int] = {}
-    for key, _ in table.scan():
-        host = host_of(key)
-        counts[host] = counts.get(host, 0) + 1
-    return counts
+    @classmethod
+    def of(cls, table: Table) -> QueueCensus:
+        census = cls({}, set())
+        queued = census.queued
+        for key, _ in table.scan():
+            host = host_of(key)
+            queued[host] = queued.get(host, 0) + 1
+            if is_legacy_key(key):
+                census.legacy_hosts.add(host)
+        return census
 
 
 class HostHeap:

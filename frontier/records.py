@@ -8,10 +8,11 @@ follows (crawl ids and host keys never contain NUL).
 table       key                                value
 ==========  =================================  ===============================================
 visited     crawl_id NUL fingerprint(16)       :class:`VisitedRecord`
-queue       host NUL priority-bytes seq(8)     `frontier.queues.QueuedUrl`
-shelved     crawl_id NUL queue key             the queue entry of a paused crawl's URL, out of
-                                               its host queue until the crawl is resumed or
-                                               cancelled (`frontier.release.shelve`)
+queue       host NUL crawl_id NUL              `frontier.queues.QueuedUrl`
+            priority-bytes seq(8)
+shelved     crawl_id NUL queue key             written by an earlier version (a paused crawl's
+                                               queue entries); put back in the queue by
+                                               `frontier.upgrade`, never written now
 leases      lease_id                           :class:`LeaseRecord`
 deadlines   deadline_ms(8) lease_id            empty: the lease-expiry timer index
 delayed     due_ms(8) seq(8)                   :class:`DelayedEntry` (retry or recrawl)
@@ -29,7 +30,8 @@ meta        ``sequence``                       the partition's arrival counter (
 ==========  =================================  ===============================================
 
 The priority bytes of a queue key are `frontier.priority.encode_priority` followed by a 14-byte BFS
-ordinal (see `frontier.admission`), so a host queue releases in (priority, depth, BFS order).
+ordinal (see `frontier.admission`), so a crawl's queue on a host releases in (priority, depth, BFS
+order).
 
 Every key of a crawl, whatever its table, is deleted once the crawl has been finished for the
 retention (`frontier.purge`, which says how keys not prefixed by the crawl id are found).
@@ -130,10 +132,6 @@ def host_pages_key(host: str, crawl_id: str) -> bytes:
 def crawl_prefix(crawl_id: str) -> bytes:
     """The prefix of every key of a crawl in the tables keyed by crawl first."""
     return crawl_id.encode() + SEPARATOR
-
-
-def shelved_key(crawl_id: str, queue_key: bytes) -> bytes:
-    return crawl_prefix(crawl_id) + queue_key
 
 
 def report_key(crawl_id: str, lease_id: str) -> bytes:

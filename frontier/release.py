@@ -6,26 +6,22 @@ finished, a crawl paused or resumed). A held host (`frontier.outcomes.hold_host`
 before its hold ends. The tick releases every ready host once per cycle, so the
 admissions and outcomes of one cycle cost one release per host, in the same cycle.
 
-One release walks the host queue in key order and leases while the host's in-flight count is below
-its lease window (`frontier.retry.LeaseWindow`, normal size from the head URL's crawl's politeness
-delay and the fetcher's per-host concurrency). An entry is skipped, with every later entry of its
-crawl, when the crawl is paused, when (a depth-ordered crawl: finite budget, or bfs with a finite
-max_depth) a lower depth is unfinished or travelling on any partition (the BFS-prefix rule,
-`frontier.budget.lease_depth_limit`), or when it is not yet charged and the crawl's account has no
-budget left (a request goes to the owner).
-Entries of cancelled crawls, and those a done crawl left (its budget or time ran out), are dropped;
-entries of paused crawls are shelved (:func:`shelve`): moved out of the host queue into `shelved`,
-whence the tick puts them back at their old places once the crawl is resumed or cancelled
-(`frontier.timers.unshelve`). A host has one queue whatever the crawls, so a paused crawl's entries
-left in place would stand in front of the other crawls' entries on its hosts: past
-``release_scan_limit`` of them a release gives the host up until the next wake-up, and the other
-crawls would stall until the paused one resumed. A release looks at most ``release_scan_limit``
-entries; when it dropped or shelved some, the host is released again at the next tick. Entries of
-crawls blocked for a while (the BFS-prefix rule, a budget not yet granted, a crawl the directory
-does not know yet) stay in place: a host whose first entries all belong to them is parked until
-the next wake-up. A known limit: another crawl's entries behind more than ``release_scan_limit``
-of them wait until that crawl's depth (or budget) moves on. Shelving those too would move every
-URL of a depth-ordered crawl out of its queue and back once per depth.
+A host holds one queue per crawl (`frontier.queues`). One release finds the host's crawls (one
+seek each) and merges the heads of the active crawls' queues in release order, the order one queue
+for all of them would have, leasing while the host's in-flight count is below its lease window
+(`frontier.retry.LeaseWindow`, normal size from the next URL's crawl's politeness delay and the
+fetcher's per-host concurrency). A crawl leaves the merge, with everything behind its head, when
+(a depth-ordered crawl: finite budget, or bfs with a finite max_depth) a lower depth is unfinished
+or travelling on any partition (the BFS-prefix rule, `frontier.budget.lease_depth_limit`), or when
+its head is not yet charged and the crawl's account has no budget left (a request goes to the
+owner). A paused crawl, or one the directory does not know yet, is passed over with its queue in
+place; a cancelled crawl's queue, or what a done crawl left (its budget or time ran out), is
+dropped. So however many URLs one crawl holds back, the host's other crawls lease as if it had none
+there: each costs a release one seek.
+
+A release looks at most ``release_scan_limit`` entries; when it leased or dropped some and reached
+the limit, the host is released again at the next tick. A host whose crawls may all not lease now
+is parked until the next wake-up (an admission, an outcome, a crawl's change, a new depth limit).
 
 A lease: a uuid lease id from the injected factory, deadline now + lease timeout, the URL's state
 ``leased``, a `leases` record and a `deadlines` index entry, the host's in-flight count up, and a
@@ -36,20 +32,20 @@ The URL's rank (its pages' links sort by it) is set at its first lease.
 
 from __future__ import annotations
 
-from itertools import islice
+import heapq
+from collections.abc import Iterator
 
 from frontier import crawlstate
 from frontier.budget import depth_ordered, may_lease_depth
-from frontier.queues import QueuedUrl, host_of, host_prefix
+from frontier.queues import QueuedUrl, crawl_queues, host_of, release_order
 from frontier.records import (
     DEADLINES,
     LEASES,
     QUEUE,
-    SHELVED,
+    HostState,
     LeaseRecord,
     VisitedRecord,
     deadline_key,
-    shelved_key,
 )
 from frontier.retry import normal_window
 from frontier.session import PartitionSession
@@ -75,50 +71,97 @@ def release_host(session: PartitionSession, host: str) -> None:
     if state.held_until_ms is not None and state.held_until_ms > session.now_ms:
         session.hold(host, state.held_until_ms)  # memory did not know (a restored partition)
         return
-    limit = session.config.release_scan_limit
-    # Read lazily: a release usually stops at the lease window (one or two leases), long before
-    # the scan limit, and each entry read is a RocksDB step and a merge through the transactions.
-    entries = islice(session.table(QUEUE).scan(host_prefix(host)), limit)
-    looked_at = 0
-    blocked: set[str] = set()
-    progressed = False
-    for key, raw in entries:
-        looked_at += 1
-        entry = QueuedUrl.decode(raw)
-        if entry.crawl_id in blocked:
-            continue
-        crawl = session.crawl_state(entry.crawl_id)
-        if crawl is None:
-            blocked.add(entry.crawl_id)
-            continue
-        if crawl.status != "active":
-            if crawl.status == "paused":
-                shelve(session, key, raw, entry.crawl_id)
-            else:
-                drop(session, key, entry, f"dropped_{crawl.status}")
-            progressed = True
-            continue
-        normal = normal_window(
-            crawl.request.politeness_delay_ms, session.config.fetcher_host_concurrency
-        )
-        if state.in_flight >= state.window.limit(normal):
-            return
-        fingerprint = url_fingerprint(entry.url)
-        visited = session.visited(entry.crawl_id, fingerprint)
-        if visited is None or visited.state != "queued" or visited.queue_key != key.hex():
-            # Purged, or left behind by a crash: the URL is elsewhere (leased, moved, finished).
-            session.table(QUEUE).delete(key)
-            session.dequeued(host)
-            continue
-        if not _may_lease(session, crawl, entry, visited):
-            blocked.add(entry.crawl_id)
-            continue
-        lease(session, crawl, key, entry, fingerprint, visited)
-        progressed = True
-    if looked_at == 0:
+    if host in session.memory.legacy_hosts:
+        return  # `frontier.upgrade` moves its entries first, then wakes it
+    queue = session.table(QUEUE)
+    release = _Release(session, host, state)
+    crawls = 0
+    # Entries are read lazily: a release usually stops at the lease window (one or two leases),
+    # long before the scan limit, and each entry read is a RocksDB step and a merge through the
+    # transactions.
+    for crawl_id, entries in crawl_queues(queue, host):
+        crawls += 1
+        crawl = session.crawl_state(crawl_id)
+        if crawl is None or crawl.status == "paused":
+            continue  # its queue waits; the host's other crawls go on
+        if crawl.status == "active":
+            release.add(crawl, entries)
+        else:
+            release.drop(crawl, entries)
+    if crawls == 0:
         session.queue_emptied(host)
-    elif progressed and looked_at == limit:
+        return
+    release.lease()
+    if release.progressed and release.looked_at >= release.limit:
         session.wake(host)
+
+
+class _Release:
+    """One release of a host: the heads of its active crawls' queues, merged in release order."""
+
+    def __init__(self, session: PartitionSession, host: str, state: HostState) -> None:
+        self.session = session
+        self.host = host
+        self.state = state
+        self.limit = session.config.release_scan_limit
+        self.looked_at = 0
+        self.progressed = False
+        self._heads: list[tuple[bytes, int]] = []
+        self._queues: list[tuple[CrawlState, Iterator[tuple[bytes, bytes]]]] = []
+        self._entries: list[tuple[bytes, bytes]] = []
+
+    def add(self, crawl: CrawlState, entries: Iterator[tuple[bytes, bytes]]) -> None:
+        """An active crawl's queue joins the merge with its head."""
+        index = len(self._queues)
+        self._queues.append((crawl, entries))
+        self._entries.append((b"", b""))
+        self._advance(index)
+
+    def drop(self, crawl: CrawlState, entries: Iterator[tuple[bytes, bytes]]) -> None:
+        """A done or cancelled crawl's queued URLs, dropped for good."""
+        for key, raw in entries:
+            if self.looked_at >= self.limit:
+                return
+            self.looked_at += 1
+            drop(self.session, key, QueuedUrl.decode(raw), f"dropped_{crawl.status}")
+            self.progressed = True
+
+    def lease(self) -> None:
+        """Lease in release order until the window is full, the scan limit is reached or every
+        crawl is blocked (a crawl that may not lease its head leases nothing after it)."""
+        session, state = self.session, self.state
+        while self._heads and self.looked_at < self.limit:
+            _, index = heapq.heappop(self._heads)
+            crawl, _ = self._queues[index]
+            key, raw = self._entries[index]
+            normal = normal_window(
+                crawl.request.politeness_delay_ms, session.config.fetcher_host_concurrency
+            )
+            if state.in_flight >= state.window.limit(normal):
+                return
+            self.looked_at += 1
+            entry = QueuedUrl.decode(raw)
+            fingerprint = url_fingerprint(entry.url)
+            visited = session.visited(crawl.crawl_id, fingerprint)
+            if visited is None or visited.state != "queued" or visited.queue_key != key.hex():
+                # Purged, or left behind by a crash: the URL is elsewhere (leased, moved, done).
+                session.table(QUEUE).delete(key)
+                session.dequeued(self.host)
+                self._advance(index)
+                continue
+            if not _may_lease(session, crawl, entry, visited):
+                continue
+            lease(session, crawl, key, entry, fingerprint, visited)
+            self.progressed = True
+            self._advance(index)
+
+    def _advance(self, index: int) -> None:
+        """Put the next entry of queue ``index`` in the merge, if it has one."""
+        _, entries = self._queues[index]
+        entry = next(entries, None)
+        if entry is not None:
+            self._entries[index] = entry
+            heapq.heappush(self._heads, (release_order(entry[0]), index))
 
 
 def wake_on_new_depth_limits(session: PartitionSession, crawl_ids: list[str]) -> None:
@@ -217,15 +260,6 @@ def lease(
         content_hash=entry.content_hash,
     )
     session.produce(session.topics.fetch, host, fetch_request)
-
-
-def shelve(session: PartitionSession, key: bytes, raw: bytes, crawl_id: str) -> None:
-    """Move a paused crawl's queued URL out of its host queue; it stays queued (its visited
-    record and the crawl's counts are unchanged) and goes back to the same key."""
-    session.table(QUEUE).delete(key)
-    session.table(SHELVED).put(shelved_key(crawl_id, key), raw)
-    session.dequeued(host_of(key))
-    session.shelved(crawl_id)
 
 
 def drop(session: PartitionSession, key: bytes, entry: QueuedUrl, counter: str) -> None:

@@ -36,7 +36,7 @@ from frontier.bloom import BloomFilter
 from frontier.budget import BudgetAccount, lease_depth_limit
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.metrics import FrontierMetrics
-from frontier.queues import HostHeap, count_by_host
+from frontier.queues import HostHeap, QueueCensus
 from frontier.records import (
     CRAWL,
     HOSTS,
@@ -50,7 +50,6 @@ from frontier.records import (
     CrawlRecord,
     HostState,
     VisitedRecord,
-    crawl_prefix,
     decode_tally,
     dump,
     pending_crawl_of,
@@ -104,8 +103,11 @@ class PartitionMemory:
     seen: BloomFilter = field(default_factory=lambda: BloomFilter(8, 1))
     """Keys of the visited table (see `frontier.bloom`); sized by `rebuild` from the config."""
     pending_crawls: set[str] = field(default_factory=set)
-    shelved_crawls: set[str] = field(default_factory=set)
-    """Crawls with URLs in `shelved` (`frontier.release.shelve`)."""
+    legacy_hosts: set[str] = field(default_factory=set)
+    """Hosts with queue entries in an earlier version's layout, not released until
+    `frontier.upgrade` has moved them."""
+    legacy_shelved: bool = False
+    """Whether `shelved` (an earlier version's) holds entries for `frontier.upgrade` to put back."""
     wake_all: bool = False
     directory_version: int = 0
     last_progress_ms: int = 0
@@ -125,9 +127,8 @@ class PartitionMemory:
         config: FrontierConfig,
         now_ms: int,
     ) -> PartitionMemory:
-        """Every host with queued URLs ready now; crawls with waiting messages or shelved URLs
-        remembered (one seek per crawl in `shelved`); the Bloom filter refilled from the visited
-        set."""
+        """Every host with queued URLs ready now; crawls with waiting messages and what an earlier
+        version left to move remembered; the Bloom filter refilled from the visited set."""
         memory = cls(
             last_recheck_ms=now_ms,
             seen=BloomFilter.for_capacity(
@@ -136,15 +137,13 @@ class PartitionMemory:
         )
         for key, _ in tables(VISITED).scan():
             memory.seen.add(key)
-        for host, count in count_by_host(tables(QUEUE)).items():
+        census = QueueCensus.of(tables(QUEUE))
+        for host, count in census.queued.items():
             memory.heap.add_queued(host, count, now_ms)
+        memory.legacy_hosts = census.legacy_hosts
         for key, _ in tables(PENDING).scan():
             memory.pending_crawls.add(pending_crawl_of(key))
-        shelved = tables(SHELVED)
-        for key, _ in tables(CRAWL).scan():
-            crawl_id = key.decode()
-            if next(iter(shelved.scan(crawl_prefix(crawl_id))), None) is not None:
-                memory.shelved_crawls.add(crawl_id)
+        memory.legacy_shelved = next(tables(SHELVED).scan(), None) is not None
         return memory
 
     def wake(self, host: str, now_ms: int) -> None:
@@ -385,9 +384,19 @@ class PartitionSession:
     def wait_pending(self, crawl_id: str) -> None:
         self._memory_changes.append(lambda memory: memory.pending_crawls.add(crawl_id))
 
-    def shelved(self, crawl_id: str) -> None:
-        """The crawl has URLs in `shelved`: the tick puts them back once it is no longer paused."""
-        self._memory_changes.append(lambda memory: memory.shelved_crawls.add(crawl_id))
+    def legacy_moved(self, host: str) -> None:
+        """Every entry of the host's queue is in this version's layout: it may be released."""
+        now = self.now_ms
+
+        def change(memory: PartitionMemory) -> None:
+            memory.legacy_hosts.discard(host)
+            memory.wake(host, now)
+
+        self._memory_changes.append(change)
+
+    def shelved_emptied(self) -> None:
+        """`shelved` (an earlier version's) is empty: nothing is left to put back."""
+        self._memory_changes.append(lambda memory: setattr(memory, "legacy_shelved", False))
 
     def finish(self) -> None:
         """Write changed records back, then apply the memory changes and the counts to the

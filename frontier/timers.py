@@ -10,7 +10,6 @@
   Entries of cancelled crawls are dropped.
 - Pending messages: DiscoveredUrls of crawls that were unknown are admitted once the directory
   has the crawl, ``pending_batch`` per crawl per tick.
-- Shelved URLs (`frontier.release.shelve`) of a crawl no longer paused go back to their host queues.
 
 Each scan handles at most ``timer_batch`` entries per tick; the rest wait a cycle. The outputs of a
 tick are produced before its state is written (the loop's order), so a crash repeats work, never
@@ -19,19 +18,14 @@ loses it.
 
 from __future__ import annotations
 
-from itertools import islice
-
 from frontier.admission import admit_discovered
 from frontier.outcomes import requeue, take_lease
-from frontier.queues import QueuedUrl, host_of
+from frontier.queues import QueuedUrl
 from frontier.records import (
     DEADLINES,
     DELAYED,
     PENDING,
-    QUEUE,
-    SHELVED,
     DelayedEntry,
-    crawl_prefix,
     pending_prefix,
     read_u64,
 )
@@ -149,30 +143,6 @@ def drain_pending(session: PartitionSession) -> None:
             admit_discovered(session, crawl, decode_pending(raw))
         if handled < session.config.pending_batch:
             session.memory.pending_crawls.discard(crawl_id)
-
-
-def unshelve(session: PartitionSession) -> None:
-    """Put the shelved URLs of crawls no longer paused (resumed, or cancelled: the release then
-    drops them) back in their host queues at their old keys, ``timer_batch`` per tick."""
-    table = session.table(SHELVED)
-    left = session.config.timer_batch
-    for crawl_id in sorted(session.memory.shelved_crawls):
-        crawl = session.crawl_state(crawl_id)
-        if crawl is None or crawl.status == "paused":
-            continue
-        prefix = crawl_prefix(crawl_id)
-        moved = 0
-        for key, raw in islice(table.scan(prefix), left):
-            queue_key = key[len(prefix) :]
-            session.table(QUEUE).put(queue_key, raw)
-            table.delete(key)
-            session.queued(host_of(queue_key))
-            moved += 1
-        if moved < left:
-            session.memory.shelved_crawls.discard(crawl_id)
-        left -= moved
-        if left <= 0:
-            return
 
 
 def _give_up(

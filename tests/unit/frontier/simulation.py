@@ -29,12 +29,10 @@ from frontier.config import FrontierConfig, FrontierTopics
 from frontier.handler import FrontierHandler, random_lease_ids
 from frontier.metrics import FrontierMetrics
 from frontier.progress import ProgressBook
-from frontier.queues import QueuedUrl
+from frontier.queues import QueuedUrl, host_of, release_order
 from frontier.records import (
     CRAWL,
     QUEUE,
-    SEPARATOR,
-    SHELVED,
     TABLES,
     TALLY,
     CrawlRecord,
@@ -410,13 +408,11 @@ class Simulation:
         return sum(self.counters(crawl_id, p).get(name, 0) for p in range(self.partitions))
 
     def queue(self, partition: int = 0) -> list[QueuedUrl]:
-        """The partition's queued entries in release order, a paused crawl's shelved ones at
-        their places (`frontier.release.shelve`)."""
-        store = self.stores[partition]
-        entries = list(store.scan(QUEUE))
-        for key, raw in store.scan(SHELVED):
-            entries.append((key.split(SEPARATOR, 1)[1], raw))
-        return [QueuedUrl.decode(raw) for _, raw in sorted(entries)]
+        """The partition's queued entries, per host in release order (the crawls' queues merged,
+        `frontier.release`)."""
+        entries = self.stores[partition].scan(QUEUE)
+        ordered = sorted(entries, key=lambda item: (host_of(item[0]), release_order(item[0])))
+        return [QueuedUrl.decode(raw) for _, raw in ordered]
 
     def fetched_urls(self, crawl_id: str) -> list[str]:
         return [f.url for f in self.fetches if f.crawl_id == crawl_id]

@@ -42,7 +42,7 @@ def started(sim: Simulation, request: CrawlRequest, *, paused: bool = False) -> 
 
 
 def queued(sim: Simulation, partition: int = 0) -> dict[str, int]:
-    """URL -> depth of every queued entry of a partition (a paused crawl's are shelved)."""
+    """URL -> depth of every queued entry of a partition."""
     return {entry.url: entry.depth for entry in sim.queue(partition)}
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from frontier.config import FrontierConfig
-from frontier.records import SHELVED
+from frontier.queues import crawl_queue_prefix
+from frontier.records import QUEUE
 from schemas.seeds import CrawlRequest
 from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
 from tests.unit.frontier.simulation import Simulation, Site
@@ -57,8 +58,8 @@ def test_pause_stops_releases_resume_restarts_cancel_drops(tmp_path: Path) -> No
 def test_a_paused_crawl_does_not_stall_another_on_its_hosts(tmp_path: Path) -> None:
     """Live: a crawl paused with URLs queued on a host froze a second crawl of the same site
     for as long as it stayed paused, once the second crawl's URLs sorted behind more of the
-    paused one's than a release looks at. Its URLs are shelved instead, through a restart of
-    the partition too, and go back to their places on resume."""
+    paused one's than a release looks at. Each crawl has its own queue on a host now: the paused
+    one's stays in place, through a restart of the partition too, and is leased on resume."""
     site = {
         f"{A}/": [f"/big/{n}" for n in range(12)],
         f"{B}/": ["/1"],
@@ -78,8 +79,9 @@ def test_a_paused_crawl_does_not_stall_another_on_its_hosts(tmp_path: Path) -> N
         sim.fetch(request)  # the two leased before the pause
     sim.settle(rounds=3)
     assert sim.total("big", "queued") == 10
-    assert len(list(sim.stores[0].scan(SHELVED))) == 10
-    assert sim.handlers[0].memory[0].heap.queued == {}
+    big_queue = crawl_queue_prefix("a.example", "big")
+    assert len(list(sim.stores[0].scan(QUEUE, big_queue))) == 10
+    assert sim.handlers[0].memory[0].heap.queued == {"a.example": 10}
 
     request = CrawlRequest(crawl_id="small", seeds=[f"{B}/"], same_domain="any")
     sim.start(request.model_copy(update={"politeness_delay_ms": 0}))
@@ -91,15 +93,58 @@ def test_a_paused_crawl_does_not_stall_another_on_its_hosts(tmp_path: Path) -> N
     assert sim.status("big") == "paused"
     assert len(sim.fetched_urls("big")) == 3
 
-    sim.restart(0)  # the shelved URLs are found again
+    sim.restart(0)  # the paused crawl's URLs are found again
     sim.command("big", "resume")
     sim.settle(until=lambda: sim.status("big") == "done")
     assert sim.status("big") == "done"
     assert sorted(sim.fetched_urls("big")) == sorted(
         [f"{A}/", *(f"{A}/big/{n}" for n in range(12))]
     )
-    assert list(sim.stores[0].scan(SHELVED)) == []
-    assert sim.handlers[0].memory[0].shelved_crawls == set()
+    assert list(sim.stores[0].scan(QUEUE)) == []
+    sim.close()
+
+
+def test_a_depth_blocked_crawl_does_not_stall_another_on_its_hosts(tmp_path: Path) -> None:
+    """A depth-ordered crawl (bfs with a max depth, the default) holds its next depth back while
+    one URL of this depth is unfinished. Another crawl's URLs of that depth on the same host,
+    arrived later, sorted behind every held-back one in a single host queue and waited past the
+    release scan limit; each crawl has its own queue now, and the other crawl goes on."""
+    site: Site = {
+        f"{A}/": [f"/big/{n}" for n in range(6)],
+        **{f"{A}/big/{n}": [f"/big/{n}/{m}" for m in range(3)] for n in range(6)},
+        f"{B}/": ["/1"],
+        f"{B}/1": [f"{A}/small/{n}" for n in range(3)],
+    }
+    config = FrontierConfig(release_scan_limit=4, lease_timeout_ms=3_600_000)
+    sim = Simulation(tmp_path, site=site, config=config, auto_fetch=False)
+    big = CrawlRequest(crawl_id="big", seeds=[f"{A}/"], max_depth=2, politeness_delay_ms=0)
+    sim.start(big)
+    sim.run()
+    [seed] = sim.held_fetches
+    sim.fetch(seed)
+    sim.run()
+    kept = sim.held_fetches[1]  # one page of depth 1 stays unfinished
+    while others := [r for r in sim.held_fetches[2:] if r.url not in sim.attempts]:
+        for request in others:
+            sim.fetch(request)
+        sim.run()
+    assert sim.total("big", "queued") == 15  # depth 2, held back behind the kept page
+    assert len({r.url for r in sim.fetches if r.crawl_id == "big"}) == 7
+
+    sim.auto_fetch = True
+    small = CrawlRequest(crawl_id="small", seeds=[f"{B}/"], max_depth=2, same_domain="any")
+    sim.start(small.model_copy(update={"politeness_delay_ms": 0}))
+    sim.settle(until=lambda: sim.status("small") == "done")
+    assert sim.status("small") == "done"
+    assert sorted(sim.fetched_urls("small")) == sorted(
+        [f"{B}/", f"{B}/1", *(f"{A}/small/{n}" for n in range(3))]
+    )
+    assert sim.total("big", "queued") == 15
+
+    sim.fetch(kept)
+    sim.settle(until=lambda: sim.status("big") == "done")
+    assert sim.status("big") == "done"
+    assert len(set(sim.fetched_urls("big"))) == 1 + 6 + 18
     sim.close()
 
 
