@@ -15,7 +15,8 @@ time, so the generator's memory stays flat. Message m holds ``--urls-per-message
    (``same_domain="any"``, ``max_depth=10_000``, the largest), active and breadth-first, so depth
    by depth: with no partition's progress showing its seeds (`frontier.budget.lease_depth_limit`)
    it may lease depth 0 only, so every URL (depth 1) takes the production admission path, and a
-   release leases nothing and moves nothing (a paused crawl's URLs would be shelved). The timed
+   release leases nothing and moves nothing (it reads the crawl's head, finds its depth held back
+   and parks the host: not a paused crawl, whose queue a release passes over unread). The timed
    cycles leave out ``on_tick``, the loop's release step, because with nothing to lease its work
    is re-parking the hosts the cycle woke: release cost, not admission cost, and large (each
    host's queue scan walks every write of the cycle's transaction). So it is not
