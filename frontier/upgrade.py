@@ -26,7 +26,7 @@ def upgrade(session: PartitionSession) -> None:
     left = session.config.timer_batch
     if session.memory.legacy_shelved:
         left -= _unshelve(session, left)
-    for host in sorted(session.memory.legacy_hosts):
+    for host in session.memory.legacy_hosts:  # changed only when the session finishes
         if left <= 0:
             return
         left -= _move_host(session, host, left)

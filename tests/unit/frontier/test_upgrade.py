@@ -48,9 +48,8 @@ def flaky_once(request: FetchRequest, attempt: int) -> dict[str, Any] | None:
     return None
 
 
-def test_an_earlier_version_s_queues_move_to_per_crawl_queues(tmp_path: Path) -> None:
-    config = FrontierConfig(timer_batch=3, lease_timeout_ms=3_600_000)
-    sim = Simulation(tmp_path, site=SITE, config=config, auto_fetch=False, script=flaky_once)
+def two_crawls_one_paused(sim: Simulation) -> list[FetchRequest]:
+    """Crawl c with two URLs leased and six queued, crawl p paused with four queued, one host."""
     sim.start(CrawlRequest(crawl_id="c", seeds=[f"{A}/"], politeness_delay_ms=0))
     sim.run()
     [seed] = sim.held_fetches
@@ -64,7 +63,28 @@ def test_an_earlier_version_s_queues_move_to_per_crawl_queues(tmp_path: Path) ->
     assert [request.url for request in leased] == [f"{A}/0", f"{A}/1"]
     assert sim.total("c", "queued") == 6
     assert sim.total("p", "queued") == 4
+    return leased
 
+
+def assert_moved(store: PartitionStore) -> None:
+    """Nothing left in an earlier version's layout, and every queued URL's record names its
+    entry."""
+    assert list(store.scan(SHELVED)) == []
+    queue = dict(store.scan(QUEUE))
+    assert not any(is_legacy_key(key) for key in queue)
+    assert sorted(crawl_of(key) for key in queue) == ["c"] * 6 + ["p"] * 4
+    queued_keys = {
+        bytes.fromhex(record.queue_key)
+        for record in map(VisitedRecord.decode, dict(store.scan(VISITED)).values())
+        if record.state == "queued" and record.queue_key is not None
+    }
+    assert queued_keys == set(queue)
+
+
+def test_an_earlier_version_s_queues_move_to_per_crawl_queues(tmp_path: Path) -> None:
+    config = FrontierConfig(timer_batch=3, lease_timeout_ms=3_600_000)
+    sim = Simulation(tmp_path, site=SITE, config=config, auto_fetch=False, script=flaky_once)
+    leased = two_crawls_one_paused(sim)
     downgrade(sim.stores[0], paused="p")
     sim.restart(0)
     memory = sim.handlers[0].memory[0]
@@ -82,17 +102,7 @@ def test_an_earlier_version_s_queues_move_to_per_crawl_queues(tmp_path: Path) ->
         ticks += 1
         assert ticks < 10
     assert ticks == 4  # 10 entries, 3 a tick
-    store = sim.stores[0]
-    assert list(store.scan(SHELVED)) == []
-    queue = dict(store.scan(QUEUE))
-    assert not any(is_legacy_key(key) for key in queue)
-    assert sorted(crawl_of(key) for key in queue) == ["c"] * 6 + ["p"] * 4
-    queued_keys = {
-        bytes.fromhex(record.queue_key)
-        for record in map(VisitedRecord.decode, dict(store.scan(VISITED)).values())
-        if record.state == "queued" and record.queue_key is not None
-    }
-    assert queued_keys == set(queue)
+    assert_moved(sim.stores[0])
     assert memory.heap.queued == {"a.example": 10}
 
     sim.auto_fetch = True
