@@ -172,7 +172,7 @@ class FrontierHandler(BaseHandler):
         timers.release_due(session)
         if memory.pending_crawls:
             timers.drain_pending(session)
-        if memory.legacy_shelved or memory.legacy_hosts:
+        if memory.legacy_shelved is not None or memory.legacy_hosts:
             upgrade.upgrade(session)
         session.finish()
         now = session.now_ms

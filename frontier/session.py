@@ -103,11 +103,12 @@ class PartitionMemory:
     seen: BloomFilter = field(default_factory=lambda: BloomFilter(8, 1))
     """Keys of the visited table (see `frontier.bloom`); sized by `rebuild` from the config."""
     pending_crawls: set[str] = field(default_factory=set)
-    legacy_hosts: set[str] = field(default_factory=set)
+    legacy_hosts: dict[str, bytes] = field(default_factory=dict)
     """Hosts with queue entries in an earlier version's layout, not released until
-    `frontier.upgrade` has moved them."""
-    legacy_shelved: bool = False
-    """Whether `shelved` (an earlier version's) holds entries for `frontier.upgrade` to put back."""
+    `frontier.upgrade` has moved them, each with the key its next batch starts from."""
+    legacy_shelved: bytes | None = None
+    """Where `frontier.upgrade`'s next batch of `shelved` (an earlier version's) starts; None when
+    nothing is left there to put back."""
     wake_all: bool = False
     directory_version: int = 0
     last_progress_ms: int = 0
@@ -140,10 +141,10 @@ class PartitionMemory:
         census = QueueCensus.of(tables(QUEUE))
         for host, count in census.queued.items():
             memory.heap.add_queued(host, count, now_ms)
-        memory.legacy_hosts = census.legacy_hosts
+        memory.legacy_hosts = dict.fromkeys(census.legacy_hosts, b"")
         for key, _ in tables(PENDING).scan():
             memory.pending_crawls.add(pending_crawl_of(key))
-        memory.legacy_shelved = next(tables(SHELVED).scan(), None) is not None
+        memory.legacy_shelved = None if next(tables(SHELVED).scan(), None) is None else b""
         return memory
 
     def wake(self, host: str, now_ms: int) -> None:
@@ -384,19 +385,24 @@ class PartitionSession:
     def wait_pending(self, crawl_id: str) -> None:
         self._memory_changes.append(lambda memory: memory.pending_crawls.add(crawl_id))
 
+    def legacy_moving(self, host: str, next_key: bytes) -> None:
+        """The host's legacy entries are moved up to ``next_key``: the next batch starts there,
+        not at the tombstones of the moved ones."""
+        self._memory_changes.append(lambda memory: memory.legacy_hosts.update({host: next_key}))
+
     def legacy_moved(self, host: str) -> None:
         """Every entry of the host's queue is in this version's layout: it may be released."""
         now = self.now_ms
 
         def change(memory: PartitionMemory) -> None:
-            memory.legacy_hosts.discard(host)
+            memory.legacy_hosts.pop(host, None)
             memory.wake(host, now)
 
         self._memory_changes.append(change)
 
-    def shelved_emptied(self) -> None:
-        """`shelved` (an earlier version's) is empty: nothing is left to put back."""
-        self._memory_changes.append(lambda memory: setattr(memory, "legacy_shelved", False))
+    def unshelving(self, next_key: bytes | None) -> None:
+        """`shelved` (an earlier version's) is put back up to ``next_key``; None: all of it."""
+        self._memory_changes.append(lambda memory: setattr(memory, "legacy_shelved", next_key))
 
     def finish(self) -> None:
         """Write changed records back, then apply the memory changes and the counts to the

@@ -88,20 +88,27 @@ def test_an_earlier_version_s_queues_move_to_per_crawl_queues(tmp_path: Path) ->
     downgrade(sim.stores[0], paused="p")
     sim.restart(0)
     memory = sim.handlers[0].memory[0]
-    assert memory.legacy_hosts == {"a.example"}
-    assert memory.legacy_shelved
+    assert memory.legacy_hosts == {"a.example": b""}
+    assert memory.legacy_shelved == b""
     assert memory.heap.queued == {"a.example": 6}  # the shelved ones were out of the count
 
     fetches_before = len(sim.fetches)
-    ticks = 0
-    while memory.legacy_hosts or memory.legacy_shelved:
+    cursors: list[tuple[bytes | None, bytes | None]] = []
+    while memory.legacy_hosts or memory.legacy_shelved is not None:
         assert len(sim.fetches) == fetches_before, "a host is released before it is moved"
         sim.clock.advance_ms(1_000)
         sim.tick_all()
         memory = sim.handlers[0].memory[0]
-        ticks += 1
-        assert ticks < 10
-    assert ticks == 4  # 10 entries, 3 a tick
+        cursors.append((memory.legacy_shelved, memory.legacy_hosts.get("a.example")))
+        assert len(cursors) < 10
+    # 10 entries, 3 a tick, each batch from where the last one stopped: the 4th shelved entry,
+    # then the 3rd and 6th of the host's queue.
+    assert len(cursors) == 4
+    (shelved_next, _), (done, host_next), (_, host_later), last = cursors
+    assert shelved_next is not None and shelved_next.startswith(b"p\x00a.example\x00")
+    assert done is None and host_next is not None and is_legacy_key(host_next)
+    assert host_later is not None and host_later > host_next
+    assert last == (None, None)
     assert_moved(sim.stores[0])
     assert memory.heap.queued == {"a.example": 10}
 
