@@ -11,7 +11,8 @@ DESIGN.md section 3, steps 1-3, 5, 7 and 8. :class:`FrontierHandler` implements 
 - `scores`: PageRank kept for the ``pagerank`` strategy (`frontier.reports`).
 
 Each tick (once per loop cycle per open partition) expires leases, brings due retries and recrawls
-back, admits pending messages whose crawl appeared (`frontier.timers`), releases every ready host
+back, admits pending messages whose crawl appeared (`frontier.timers`), moves a batch of what an
+earlier version left in another layout (`frontier.upgrade`), releases every ready host
 (`frontier.release`), and at most every ``progress_interval_ms`` resends unanswered budget requests,
 publishes progress and, on owners, flips finished crawls to done (`frontier.progress`). Last, in a
 session of its own, it purges crawls finished longer than the retention ago (`frontier.purge`).
