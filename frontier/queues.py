@@ -7,14 +7,18 @@ order is release order within a host's queue of one crawl:
     host NUL crawl_id NUL priority-bytes sequence(8 bytes, big-endian)
 
 `priority-bytes` come from `frontier.priority` (lower sorts first: BFS puts depth first), and the
-sequence is the partition's arrival counter, so equal priorities leave in arrival order. A host's
-crawls are found with one seek each (:func:`crawl_queues`), which lands on the head of the crawl's
-queue: no in-memory copy. A release merges the heads of the host's crawls
-in the order of what follows the crawl id (:func:`release_order`), which is the order one queue for
-all crawls would have, and passes over a crawl that may not lease now with one seek, whatever it
-has queued (`frontier.release`). Memory holds one small entry per host with queued work (its ready
-time and queued count) and a heap of those hosts ordered by ready time: it grows with the number of
-hosts, never with the number of URLs (DESIGN section 3, step 3).
+sequence is the partition's arrival counter, so equal priorities leave in arrival order. A release
+merges the heads of the host's crawls in the order of what follows the crawl id
+(:func:`release_order`), which is the order one queue for all crawls would have, and passes over a
+crawl that may not lease now with one seek, whatever it has queued (`frontier.release`). It reads
+each crawl's queue from its floor, a key memory keeps below which the queue holds nothing
+(`frontier.session.PartitionMemory.queue_floors`): a lease deletes the head, and the deleted keys
+stay as tombstones until RocksDB compacts them, which a seek from the start of the queue would step
+over again at every release (tests/bench/RESULTS.md, session 42). Should memory know no crawl of a
+host, :func:`crawl_queues` finds them with a seek each. Memory holds one small entry per host with
+queued work (its ready time, queued count and its crawls' floors) and a heap of those hosts ordered
+by ready time: it grows with the number of hosts, never with the number of URLs (DESIGN section 3,
+step 3).
 
 Versions before this one kept one queue per host (``host NUL priority-bytes sequence``); such a
 key is told apart by the byte after the host's NUL (a priority's first byte is below 0x20, a crawl
@@ -57,6 +61,14 @@ def host_of(key: bytes) -> str:
 
 def crawl_of(key: bytes) -> str:
     return key.split(SEPARATOR, 2)[1].decode()
+
+
+def queue_of(key: bytes) -> tuple[str, str] | None:
+    """The host and crawl whose queue a key is in; None for an earlier version's key."""
+    if is_legacy_key(key):
+        return None
+    host, crawl_id, _ = key.split(SEPARATOR, 2)
+    return host.decode(), crawl_id.decode()
 
 
 def release_order(key: bytes) -> bytes:
@@ -207,20 +219,25 @@ def enqueue(table: Table, host: str, priority: bytes, sequence: int, entry: Queu
 @dataclass
 class QueueCensus:
     """What one pass over the queue table finds, to rebuild memory when a partition is opened:
-    queued URLs per host, and the hosts with keys in an earlier version's layout."""
+    queued URLs per host, each crawl's head key per host (its floor, `PartitionMemory`), and the
+    hosts with keys in an earlier version's layout."""
 
     queued: dict[str, int]
+    floors: dict[str, dict[str, bytes]]
     legacy_hosts: set[str]
 
     @classmethod
     def of(cls, table: Table) -> QueueCensus:
-        census = cls({}, set())
+        census = cls({}, {}, set())
         queued = census.queued
         for key, _ in table.scan():
             host = host_of(key)
             queued[host] = queued.get(host, 0) + 1
-            if is_legacy_key(key):
+            queue = queue_of(key)
+            if queue is None:
                 census.legacy_hosts.add(host)
+            else:
+                census.floors.setdefault(host, {}).setdefault(queue[1], key)  # keys in order
         return census
 
 

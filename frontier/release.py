@@ -6,8 +6,9 @@ finished, a crawl paused or resumed). A held host (`frontier.outcomes.hold_host`
 before its hold ends. The tick releases every ready host once per cycle, so the
 admissions and outcomes of one cycle cost one release per host, in the same cycle.
 
-A host holds one queue per crawl (`frontier.queues`). One release finds the host's crawls (one
-seek each) and merges the heads of the active crawls' queues in release order, the order one queue
+A host holds one queue per crawl (`frontier.queues`). One release reads each crawl's queue from
+its floor in memory (past the tombstones of what was leased before; one seek) and merges the heads
+of the active crawls' queues in release order, the order one queue
 for all of them would have, leasing while the host's in-flight count is below its lease window
 (`frontier.retry.LeaseWindow`, normal size from the next URL's crawl's politeness delay and the
 fetcher's per-host concurrency). A crawl leaves the merge, with everything behind its head, when
@@ -37,7 +38,7 @@ from collections.abc import Iterator
 
 from frontier import crawlstate
 from frontier.budget import depth_ordered, may_lease_depth
-from frontier.queues import QueuedUrl, crawl_queues, host_of, release_order
+from frontier.queues import QueuedUrl, crawl_queue_prefix, crawl_queues, host_of, release_order
 from frontier.records import (
     DEADLINES,
     LEASES,
@@ -73,27 +74,49 @@ def release_host(session: PartitionSession, host: str) -> None:
         return
     if host in session.memory.legacy_hosts:
         return  # `frontier.upgrade` moves its entries first, then wakes it
-    queue = session.table(QUEUE)
     release = _Release(session, host, state)
     crawls = 0
     # Entries are read lazily: a release usually stops at the lease window (one or two leases),
     # long before the scan limit, and each entry read is a RocksDB step and a merge through the
     # transactions.
-    for crawl_id, entries in crawl_queues(queue, host):
+    for crawl_id, entries in _crawl_queues(session, host):
+        head = next(entries, None)
+        if head is None:
+            session.floor_moved(host, crawl_id, None)
+            continue
         crawls += 1
         crawl = session.crawl_state(crawl_id)
         if crawl is None or crawl.status == "paused":
-            continue  # its queue waits; the host's other crawls go on
-        if crawl.status == "active":
-            release.add(crawl, entries)
+            session.floor_moved(host, crawl_id, head[0])  # its queue waits; the others go on
+        elif crawl.status == "active":
+            release.add(crawl, head, entries)
         else:
-            release.drop(crawl, entries)
+            release.drop(crawl, head, entries)
     if crawls == 0:
         session.queue_emptied(host)
         return
     release.lease()
+    release.move_floors()
     if release.progressed and release.looked_at >= release.limit:
         session.wake(host)
+
+
+def _crawl_queues(
+    session: PartitionSession, host: str
+) -> Iterator[tuple[str, Iterator[tuple[bytes, bytes]]]]:
+    """The queues of the crawls with URLs on the host, each read from its floor (memory's
+    `queue_floors`): below it, only the tombstones of entries leased before. Should memory know
+    none (a safety net: the queue table and memory disagree), each is found with a seek."""
+    queue = session.table(QUEUE)
+    floors = session.memory.queue_floors.get(host)
+    if floors is None:
+        yield from crawl_queues(queue, host)
+        return
+    for crawl_id, floor in sorted(floors.items()):
+        yield crawl_id, queue.scan(crawl_queue_prefix(host, crawl_id), floor)
+
+
+Entry = tuple[bytes, bytes]
 
 
 class _Release:
@@ -107,24 +130,27 @@ class _Release:
         self.looked_at = 0
         self.progressed = False
         self._heads: list[tuple[bytes, int]] = []
-        self._queues: list[tuple[CrawlState, Iterator[tuple[bytes, bytes]]]] = []
-        self._entries: list[tuple[bytes, bytes]] = []
+        self._queues: list[tuple[CrawlState, Iterator[Entry]]] = []
+        self._entries: list[Entry | None] = []
+        """Per queue, its first entry not leased or deleted yet; None: it has no more."""
 
-    def add(self, crawl: CrawlState, entries: Iterator[tuple[bytes, bytes]]) -> None:
+    def add(self, crawl: CrawlState, head: Entry, entries: Iterator[Entry]) -> None:
         """An active crawl's queue joins the merge with its head."""
         index = len(self._queues)
         self._queues.append((crawl, entries))
-        self._entries.append((b"", b""))
-        self._advance(index)
+        self._entries.append(head)
+        heapq.heappush(self._heads, (release_order(head[0]), index))
 
-    def drop(self, crawl: CrawlState, entries: Iterator[tuple[bytes, bytes]]) -> None:
+    def drop(self, crawl: CrawlState, head: Entry, entries: Iterator[Entry]) -> None:
         """A done or cancelled crawl's queued URLs, dropped for good."""
-        for key, raw in entries:
-            if self.looked_at >= self.limit:
-                return
+        entry: Entry | None = head
+        while entry is not None and self.looked_at < self.limit:
             self.looked_at += 1
+            key, raw = entry
             drop(self.session, key, QueuedUrl.decode(raw), f"dropped_{crawl.status}")
             self.progressed = True
+            entry = next(entries, None)
+        self.session.floor_moved(self.host, crawl.crawl_id, None if entry is None else entry[0])
 
     def lease(self) -> None:
         """Lease in release order until the window is full, the scan limit is reached or every
@@ -133,7 +159,9 @@ class _Release:
         while self._heads and self.looked_at < self.limit:
             _, index = heapq.heappop(self._heads)
             crawl, _ = self._queues[index]
-            key, raw = self._entries[index]
+            head = self._entries[index]
+            assert head is not None  # a queue is in the merge only with a head
+            key, raw = head
             normal = normal_window(
                 crawl.request.politeness_delay_ms, session.config.fetcher_host_concurrency
             )
@@ -155,12 +183,17 @@ class _Release:
             self.progressed = True
             self._advance(index)
 
+    def move_floors(self) -> None:
+        """Each merged queue's floor up to its first entry left (past what was leased)."""
+        for (crawl, _), head in zip(self._queues, self._entries, strict=True):
+            self.session.floor_moved(self.host, crawl.crawl_id, None if head is None else head[0])
+
     def _advance(self, index: int) -> None:
         """Put the next entry of queue ``index`` in the merge, if it has one."""
         _, entries = self._queues[index]
         entry = next(entries, None)
+        self._entries[index] = entry
         if entry is not None:
-            self._entries[index] = entry
             heapq.heappush(self._heads, (release_order(entry[0]), index))
 
 

@@ -7,9 +7,10 @@ its changes to memory (host counts and ready times) until then: a handler call t
 neither its state writes nor its memory changes behind.
 
 :class:`PartitionMemory` is all a partition keeps in memory (DESIGN.md section 3, step 3): the
-`HostHeap` (per host: queued count and ready time, plus the heap), the ids of crawls with
-DiscoveredUrls waiting in `pending`, and timer bookkeeping. It grows with hosts and crawls, never
-with URLs, and is rebuilt from the tables when the partition is opened.
+`HostHeap` (per host: queued count and ready time, plus the heap), per host with queued URLs the
+floor of each crawl's queue there (``queue_floors``), the ids of crawls with DiscoveredUrls waiting
+in `pending`, and timer bookkeeping. It grows with hosts and crawls, never with URLs, and is
+rebuilt from the tables when the partition is opened.
 
 Where counters are kept, and why (crash recovery). The kernel restores a partition from its
 changelog skipping the writes made for input records that were never committed (they are handled
@@ -27,7 +28,7 @@ the input's changes in it, and the input then applies them a second time. So:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
@@ -36,7 +37,7 @@ from frontier.bloom import BloomFilter
 from frontier.budget import BudgetAccount, lease_depth_limit
 from frontier.config import CrawlDirectory, FrontierConfig, FrontierTopics, ProgressView
 from frontier.metrics import FrontierMetrics
-from frontier.queues import HostHeap, QueueCensus
+from frontier.queues import HostHeap, QueueCensus, queue_of
 from frontier.records import (
     CRAWL,
     HOSTS,
@@ -103,6 +104,12 @@ class PartitionMemory:
     seen: BloomFilter = field(default_factory=lambda: BloomFilter(8, 1))
     """Keys of the visited table (see `frontier.bloom`); sized by `rebuild` from the config."""
     pending_crawls: set[str] = field(default_factory=set)
+    queue_floors: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    """Per host with queued URLs, every crawl with URLs queued there and its floor, a key below
+    which its queue holds nothing: a release seeks from there (`frontier.release`), not over the
+    tombstones of the entries leased before. Every write to `queue` lowers it
+    (`PartitionSession.queue_written`), a release raises it past what it leased
+    (`PartitionSession.floor_moved`), and it goes with the host's last queued URL."""
     legacy_hosts: dict[str, bytes] = field(default_factory=dict)
     """Hosts with queue entries in an earlier version's layout, not released until
     `frontier.upgrade` has moved them, each with the key its next batch starts from."""
@@ -141,6 +148,7 @@ class PartitionMemory:
         census = QueueCensus.of(tables(QUEUE))
         for host, count in census.queued.items():
             memory.heap.add_queued(host, count, now_ms)
+        memory.queue_floors = census.floors
         memory.legacy_hosts = dict.fromkeys(census.legacy_hosts, b"")
         for key, _ in tables(PENDING).scan():
             memory.pending_crawls.add(pending_crawl_of(key))
@@ -183,6 +191,7 @@ class PartitionSession:
         self._hosts_as_loaded: dict[str, bytes | None] = {}
         self._sequence: int | None = None
         self._memory_changes: list[Callable[[PartitionMemory], None]] = []
+        self._floor_writes: dict[tuple[str, str], bytes] = {}
         self._depth_limits: dict[str, int | None] = {}
 
     @property
@@ -196,7 +205,10 @@ class PartitionSession:
     def table(self, name: str) -> Table:
         table = self._tables.get(name)
         if table is None:
-            table = self._tables[name] = self.ctx.table(name)
+            table = self.ctx.table(name)
+            if name == QUEUE:
+                table = _QueueTable(table, self._floor_writes)
+            self._tables[name] = table
         return table
 
     # ----- crawls -----------------------------------------------------------------------------
@@ -313,6 +325,13 @@ class PartitionSession:
         if transaction is None:
             raise ValueError("this context has no state transaction")
         transaction.put_many(table, keys, values, self.ctx.source)
+        if table == QUEUE and keys:
+            lowest, highest = min(keys), max(keys)
+            if queue_of(lowest) == queue_of(highest):  # one crawl's queue on one host
+                self.queue_written(lowest)  # (every key between them shares its prefix)
+            else:
+                for key in keys:
+                    self.queue_written(key)
 
     def next_sequence(self) -> int:
         """The partition's arrival counter: queue order, delayed keys and lease ranks share it."""
@@ -340,13 +359,43 @@ class PartitionSession:
         self._memory_changes.append(_Queued(host, count, self.now_ms))
 
     def dequeued(self, host: str, count: int = 1) -> None:
-        self._memory_changes.append(lambda memory: memory.heap.remove_queued(host, count))
+        def change(memory: PartitionMemory) -> None:
+            memory.heap.remove_queued(host, count)
+            if host not in memory.heap.queued:
+                memory.queue_floors.pop(host, None)
+
+        self._memory_changes.append(change)
 
     def queue_emptied(self, host: str) -> None:
         """The host's queue turned out empty: forget whatever count memory held."""
-        self._memory_changes.append(
-            lambda memory: memory.heap.remove_queued(host, memory.heap.queued.get(host, 0))
-        )
+
+        def change(memory: PartitionMemory) -> None:
+            memory.heap.remove_queued(host, memory.heap.queued.get(host, 0))
+            memory.queue_floors.pop(host, None)
+
+        self._memory_changes.append(change)
+
+    def queue_written(self, key: bytes) -> None:
+        """A queue entry was written: its crawl's floor on its host comes down to it if it was
+        higher. Applied after every other memory change of the session, so after a release's
+        advance past entries it leased (`floor_moved`)."""
+        _lower_floor(self._floor_writes, key)
+
+    def floor_moved(self, host: str, crawl_id: str, key: bytes | None) -> None:
+        """A release read the crawl's queue on the host up to ``key``, its new head; None: to
+        its end (the crawl has nothing queued there)."""
+
+        def change(memory: PartitionMemory) -> None:
+            if key is not None:
+                memory.queue_floors.setdefault(host, {})[crawl_id] = key
+                return
+            floors = memory.queue_floors.get(host)
+            if floors is not None:
+                floors.pop(crawl_id, None)
+                if not floors:
+                    del memory.queue_floors[host]
+
+        self._memory_changes.append(change)
 
     def wake(self, host: str) -> None:
         now = self.now_ms
@@ -429,6 +478,13 @@ class PartitionSession:
         for change in self._memory_changes:
             change(self.memory)
         self._memory_changes.clear()
+        floors = self.memory.queue_floors
+        for (host, crawl_id), key in self._floor_writes.items():
+            own = floors.setdefault(host, {})
+            floor = own.get(crawl_id)
+            if floor is None or key < floor:
+                own[crawl_id] = key
+        self._floor_writes.clear()
         for name, delta in self._metric_counts.items():
             self.services.metrics.count(name, delta)
         self._metric_counts.clear()
@@ -445,3 +501,39 @@ class _Queued:
     def __call__(self, memory: PartitionMemory) -> None:
         memory.heap.add_queued(self.host, self.count, self.now_ms)
         memory.wake(self.host, self.now_ms)
+
+
+def _lower_floor(floor_writes: dict[tuple[str, str], bytes], key: bytes) -> None:
+    """Note a key written to `queue` (`PartitionSession.queue_written`)."""
+    queue = queue_of(key)
+    if queue is None:
+        return  # an earlier version's key (`frontier.upgrade`): memory learns of it moved
+    lowest = floor_writes.get(queue)
+    if lowest is None or key < lowest:
+        floor_writes[queue] = key
+
+
+class _QueueTable(Table):
+    """The `queue` table, noting every key written in the session's floor writes. It holds the
+    dict, not the session: a reference back to the session would make a cycle, and sessions (with
+    their transactions) would then wait for the cycle collector instead of going at once."""
+
+    def __init__(self, table: Table, floor_writes: dict[tuple[str, str], bytes]) -> None:
+        self._table = table
+        self._floor_writes = floor_writes
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._table.get(key)
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        return self._table.get_many(keys)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._table.put(key, value)
+        _lower_floor(self._floor_writes, key)
+
+    def delete(self, key: bytes) -> None:
+        self._table.delete(key)
+
+    def scan(self, prefix: bytes = b"", start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        return self._table.scan(prefix, start)

@@ -29,7 +29,7 @@ from frontier.config import FrontierConfig, FrontierTopics
 from frontier.handler import FrontierHandler, random_lease_ids
 from frontier.metrics import FrontierMetrics
 from frontier.progress import ProgressBook
-from frontier.queues import QueuedUrl, host_of, release_order
+from frontier.queues import QueuedUrl, host_of, queue_of, release_order
 from frontier.records import (
     CRAWL,
     QUEUE,
@@ -202,7 +202,22 @@ class Simulation:
             steps += 1
         if steps >= max_steps:
             raise AssertionError("simulation did not drain")
+        self.assert_floors_cover_queues()
         return steps
+
+    def assert_floors_cover_queues(self) -> None:
+        """Every queued entry is at or above its crawl's floor on its host in memory: a release
+        reads each crawl's queue from its floor (`frontier.release`), so an entry below it would
+        never be leased."""
+        for partition, store in enumerate(self.stores):
+            floors = self.handlers[partition].memory[partition].queue_floors
+            for key, _ in store.scan(QUEUE):
+                queue = queue_of(key)
+                if queue is None:
+                    continue  # an earlier version's layout, not moved yet
+                host, crawl_id = queue
+                floor = floors.get(host, {}).get(crawl_id)
+                assert floor is not None and floor <= key, f"{key!r} is below its floor {floor!r}"
 
     def settle(self, until: Callable[[], bool] | None = None, rounds: int = 40) -> int:
         """Drain, then let time pass (1 s per round) so timers, heartbeats and done run; returns

@@ -148,6 +148,35 @@ def test_a_depth_blocked_crawl_does_not_stall_another_on_its_hosts(tmp_path: Pat
     sim.close()
 
 
+def test_a_release_reads_each_crawl_s_queue_from_its_floor_and_memory_forgets_it(
+    tmp_path: Path,
+) -> None:
+    """Leased entries stay as tombstones at the head of a queue until RocksDB compacts them, and a
+    seek from the start of the queue steps over each of them again (tests/bench/RESULTS.md,
+    session 42): memory keeps per host and crawl the key below which nothing is queued, and drops
+    it once the host has nothing queued."""
+    site: Site = {f"{A}/": [f"/{n}" for n in range(8)]}
+    sim = Simulation(tmp_path, site=site, auto_fetch=False)
+    sim.start(CrawlRequest(crawl_id="c", seeds=[f"{A}/"], max_depth=1, politeness_delay_ms=0))
+    sim.run()
+    [seed] = sim.held_fetches
+    sim.fetch(seed)
+    sim.run()
+    memory = sim.handlers[0].memory[0]
+    [first_left, *_] = [key for key, _ in sim.stores[0].scan(QUEUE)]
+    assert len(sim.held_fetches) == 3  # the seed, then two leased
+    assert memory.queue_floors == {"a.example": {"c": first_left}}
+
+    sim.auto_fetch = True
+    for request in sim.held_fetches[1:]:
+        sim.fetch(request)
+    sim.settle(until=lambda: sim.status("c") == "done")
+    assert sim.status("c") == "done"
+    assert memory.queue_floors == {}
+    assert memory.heap.queued == {}
+    sim.close()
+
+
 def test_a_command_for_an_unknown_crawl_is_dead_lettered(tmp_path: Path) -> None:
     sim = Simulation(tmp_path)
     sim.command("nobody", "pause")
