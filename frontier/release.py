@@ -8,10 +8,10 @@ admissions and outcomes of one cycle cost one release per host, in the same cycl
 
 A host holds one queue per crawl (`frontier.queues`). One release reads each crawl's queue from
 its floor in memory (past the tombstones of what was leased before; one seek) and merges the heads
-of the active crawls' queues in release order, the order one queue
-for all of them would have, leasing while the host's in-flight count is below its lease window
-(`frontier.retry.LeaseWindow`, normal size from the next URL's crawl's politeness delay and the
-fetcher's per-host concurrency). A crawl leaves the merge, with everything behind its head, when
+of the active crawls' queues in release order, the order one queue for all of them would have,
+leasing while the host's in-flight count is below its lease window (`frontier.retry.LeaseWindow`,
+normal size from the next URL's crawl's politeness delay and the fetcher's per-host
+concurrency). A crawl leaves the merge, with everything behind its head, when
 (a depth-ordered crawl: finite budget, or bfs with a finite max_depth) a lower depth is unfinished
 or travelling on any partition (the BFS-prefix rule, `frontier.budget.lease_depth_limit`), or when
 its head is not yet charged and the crawl's account has no budget left (a request goes to the
@@ -101,9 +101,11 @@ def release_host(session: PartitionSession, host: str) -> None:
         session.wake(host)
 
 
-def _crawl_queues(
-    session: PartitionSession, host: str
-) -> Iterator[tuple[str, Iterator[tuple[bytes, bytes]]]]:
+Entry = tuple[bytes, bytes]
+"""A queue entry: its key and its `QueuedUrl` bytes."""
+
+
+def _crawl_queues(session: PartitionSession, host: str) -> Iterator[tuple[str, Iterator[Entry]]]:
     """The queues of the crawls with URLs on the host, each read from its floor (memory's
     `queue_floors`): below it, only the tombstones of entries leased before. Should memory know
     none (a safety net: the queue table and memory disagree), each is found with a seek."""
@@ -114,9 +116,6 @@ def _crawl_queues(
         return
     for crawl_id, floor in sorted(floors.items()):
         yield crawl_id, queue.scan(crawl_queue_prefix(host, crawl_id), floor)
-
-
-Entry = tuple[bytes, bytes]
 
 
 class _Release:
