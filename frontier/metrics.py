@@ -10,6 +10,8 @@ every progress interval (`FrontierHandler.on_tick`):
   queued URLs that wait (for a lease slot to free up, their politeness window, a budget grant, a
   paused crawl); ``hosts_held``: those of them held by a server's Retry-After or an unreadable
   robots.txt (`frontier.outcomes.hold_host`; counter ``host_holds_total``);
+- ``recrawls_total{result}``: recrawl fetches that found their page ``changed`` or ``unchanged``
+  (their ratio is what an adaptive recrawl interval tunes, `frontier.recrawl`);
 - ``oldest_ready_url_age_seconds``: how long the host that has been ready longest has waited to
   be released (0 when none waits): a release loop that falls behind shows here;
 - ``crawl_urls{crawl_id,counter}``: per crawl not yet done or cancelled, the counters ``discovered,
@@ -60,6 +62,7 @@ class FrontierMetrics:
     dead: Counter
     host_holds: Counter
     repeated: Counter
+    recrawls: Counter
     queued: Gauge
     leases_open: Gauge
     hosts_ready: Gauge
@@ -104,6 +107,11 @@ class FrontierMetrics:
                 "ParseReports and DiscoveredUrls delivered again and counted once, by kind",
                 ["kind"],
             ),
+            recrawls=counter(
+                "recrawls_total",
+                "Recrawl fetches, by whether they found the page changed or unchanged",
+                ["result"],
+            ),
             queued=gauge("urls_queued", "URLs waiting in host queues on this instance"),
             leases_open=gauge("leases_open", "Leases waiting for their outcome on this instance"),
             hosts_ready=gauge("hosts_ready", "Hosts with queued URLs due for release"),
@@ -124,6 +132,8 @@ class FrontierMetrics:
         )
         for kind in _REPEATED_KIND.values():
             metrics.repeated.labels(kind)  # at 0 from the start: repeats are rare
+        for result in _RECRAWL_RESULTS:
+            metrics.recrawls.labels(result)
         _REGISTERED[registry] = metrics
         return metrics
 
@@ -144,6 +154,8 @@ class FrontierMetrics:
             return self.out_of_scope.labels(name[len(REJECTED) :]).inc
         if name in _REPEATED_KIND:
             return self.repeated.labels(_REPEATED_KIND[name]).inc
+        if name in _RECRAWL_RESULTS:
+            return self.recrawls.labels(name).inc
         metric = getattr(self, _METRIC_OF_COUNTER.get(name, ""), None)
         return metric.inc if isinstance(metric, Counter) else None
 
@@ -182,6 +194,8 @@ _REPEATED_KIND = {
     "reports_repeated": "parse_report",
     "discovered_messages_repeated": "discovered_urls",
 }
+_RECRAWL_RESULTS = ("changed", "unchanged")
+"""The per-crawl counters of recrawl fetches, each a ``result`` of ``recrawls_total``."""
 _METRIC_OF_COUNTER = {
     "discovered": "discovered",
     "admitted": "admitted",

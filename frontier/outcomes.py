@@ -13,7 +13,9 @@ rules for it expire. Without the hold every queued URL of the host would be leas
 back with the same answer and spend one of its retries. Then, by `frontier.retry.classify`:
 
 - done / unchanged: the URL is done and keeps the validators (ETag, Last-Modified, content hash);
-  with ``recrawl_interval_hours`` it waits in `delayed` until due, then is fetched conditionally.
+  with ``recrawl_interval_hours`` it waits in `delayed` until due (`frontier.recrawl`: with
+  ``recrawl_adaptive``, sooner after a change, later after none), then is fetched conditionally.
+  A recrawl counts ``changed`` or ``unchanged``.
   With ``use_sitemaps``, sitemap URLs the fetcher found (robots.txt) are admitted through `urls`
   at the page's depth.
 - redirect: the target, resolved against the URL, is admitted through `urls` at the same depth with
@@ -49,6 +51,7 @@ from frontier.records import (
     deadline_key,
     delayed_key,
 )
+from frontier.recrawl import recrawl_interval_ms
 from frontier.reports import expect_report
 from frontier.retry import RETRY_AFTER_CAP_MS, classify, normal_window, window_after
 from frontier.session import PartitionSession
@@ -59,8 +62,6 @@ from schemas.outcomes import OUTCOME_COUNTER, FetchOutcome, outcome_label
 from schemas.serde import encode
 from schemas.urls import DiscoveredUrl, DiscoveredUrls
 from streamcrawl.handler import Record
-
-HOUR_MS = 3_600_000
 
 
 def take_lease(session: PartitionSession, lease_id: str) -> LeaseRecord | None:
@@ -171,23 +172,27 @@ def _fetched(
     fingerprint: bytes,
 ) -> None:
     session.count(lease.crawl_id, "fetched")
-    if outcome.kind == "unchanged":
+    changed = outcome.kind != "unchanged"
+    if not changed:
         session.count(lease.crawl_id, "unchanged")
+    elif visited.recrawl_interval_ms is not None:  # a recrawl
+        session.count(lease.crawl_id, "changed")
     visited.etag = outcome.etag or visited.etag
     visited.last_modified = outcome.last_modified or visited.last_modified
     visited.content_hash = outcome.content_hash or visited.content_hash
     _finish(session, lease, visited, fingerprint, "done")
     if crawl.request.use_sitemaps and outcome.sitemaps:
         _emit_sitemaps(session, crawl, lease, outcome.sitemaps)
-    hours = crawl.request.recrawl_interval_hours
-    if hours is not None and crawl.status != "cancelled":
-        due = session.now_ms + round(hours * HOUR_MS)
+    interval = recrawl_interval_ms(crawl.request, visited.recrawl_interval_ms, changed)
+    if interval is not None and crawl.status != "cancelled":
+        due = session.now_ms + interval
         entry = DelayedEntry(
             "recrawl", lease.crawl_id, lease.url, lease.host, lease.depth, 0, lease.redirect_hops
         )
         session.table(DELAYED).put(delayed_key(due, session.next_sequence()), entry.encode())
         session.timer_added(DELAYED, due)
         visited.state = "waiting"
+        visited.recrawl_interval_ms = interval
         session.put_visited(lease.crawl_id, fingerprint, visited)
         session.count(lease.crawl_id, "recrawl_scheduled")
 

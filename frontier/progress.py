@@ -7,9 +7,10 @@ now_ms)``: strictly increasing, and still increasing after a crash that lost the
 
 Counters (cumulative unless marked gauge): ``discovered``, ``admitted``, ``duplicate``,
 ``lower_depth``, ``rejected_<reason>``, ``queued`` (gauge), ``leased`` (gauge), ``delayed`` (gauge:
-retries waiting for their backoff), ``recrawl_scheduled`` (gauge), ``leases``, ``fetched``,
-``unchanged``, ``failed``, ``retried``, ``dead``, ``expired``, ``redirects``, ``dropped_cancelled``,
-``outcomes_ignored``, ``reports_expected``, ``reports_admitted``, ``reports_repeated``,
+retries waiting for their backoff), ``recrawl_scheduled`` (gauge), ``recrawls``, ``leases``,
+``fetched``, ``changed`` and ``unchanged`` (what recrawls found), ``failed``, ``retried``,
+``dead``, ``expired``, ``redirects``, ``dropped_cancelled``, ``outcomes_ignored``,
+``reports_expected``, ``reports_admitted``, ``reports_repeated``,
 ``reports_waiting`` (gauge), ``discovered_messages_announced``, ``discovered_messages_admitted``,
 ``discovered_messages_repeated``, ``seeds``; ``hosts_held`` (gauge, absent when 0: hosts held by a
 Retry-After or an unreadable robots.txt with URLs of the crawl queued,

@@ -177,7 +177,8 @@ class VisitedRecord:
     ``charged`` says the URL already cost one unit of the crawl's budget. ``outcome`` is the label
     of its latest accepted outcome (`schemas.outcomes.outcome_label`): per crawl, the partition
     counts its URLs by it (``outcome_<label>``), so a crawl's URLs by last outcome need no reading
-    of `outcomes`.
+    of `outcomes`. ``recrawl_interval_ms`` is the interval its last recrawl was scheduled after
+    (`frontier.recrawl`; None: never scheduled).
     """
 
     depth: int
@@ -191,6 +192,7 @@ class VisitedRecord:
     rank: int | None = None
     charged: bool = False
     outcome: str | None = None
+    recrawl_interval_ms: int | None = None
 
     def encode(self) -> bytes:
         """The binary record (see :data:`_VISITED_HEAD`): one is written per admitted URL; a URL
@@ -200,8 +202,9 @@ class VisitedRecord:
         ):
             return encode_queued(self.depth, bytes.fromhex(self.queue_key))
         flags = (1 if self.charged else 0) | (0 if self.rank is None else 2)
+        interval = self.recrawl_interval_ms
         head = _VISITED_HEAD.pack(
-            _BINARY,
+            _BINARY if interval is None else _BINARY_V4,
             self.depth,
             _STATE_CODES[self.state],
             flags,
@@ -212,27 +215,31 @@ class VisitedRecord:
         queue_key = None if self.queue_key is None else bytes.fromhex(self.queue_key)
         optional = (self.lease_id, self.etag, self.last_modified, self.content_hash)
         if all(value is None for value in optional):
-            return head + _field(queue_key) + _NO_STRINGS
-        return (
-            head
-            + _field(queue_key)
-            + b"".join(_field(None if value is None else value.encode()) for value in optional)
-        )
+            strings = _NO_STRINGS
+        else:
+            strings = b"".join(
+                _field(None if value is None else value.encode()) for value in optional
+            )
+        if interval is None:
+            return head + _field(queue_key) + strings
+        return head + _field(queue_key) + strings + _field(_INTERVAL.pack(interval))
 
     @classmethod
     def decode(cls, raw: bytes) -> VisitedRecord:
         if raw[:1] == _QUEUED_BYTE:
             return cls(int.from_bytes(raw[1:5], "big"), "queued", raw[5:].hex())
-        if raw[:1] == _BINARY_BYTE:
-            _, depth, state, flags, attempts, rank, outcome = _VISITED_HEAD.unpack_from(raw)
-            offset = _VISITED_HEAD.size
+        count = 5
+        if raw[:1] in (_BINARY_BYTE, _BINARY_V4_BYTE):
+            version, depth, state, flags, attempts, rank, outcome = _VISITED_HEAD.unpack_from(raw)
+            offset, count = _VISITED_HEAD.size, 5 if version == _BINARY else 6
         elif raw[:1] == _BINARY_V1_BYTE:
             _, depth, state, flags, attempts, rank = _VISITED_HEAD_V1.unpack_from(raw)
             outcome, offset = 0, _VISITED_HEAD_V1.size
         else:
             return _load(cls, raw)  # written as JSON by an earlier version
-        fields = unpack_fields(raw, offset, 5)
-        queue_key, lease_id, etag, last_modified, content_hash = fields
+        fields = unpack_fields(raw, offset, count)
+        queue_key, lease_id, etag, last_modified, content_hash = fields[:5]
+        interval = fields[5] if count == 6 else None
         return cls(
             depth,
             _STATES[state],
@@ -245,6 +252,7 @@ class VisitedRecord:
             rank if flags & 2 else None,
             bool(flags & 1),
             outcome_label_of(outcome),
+            None if interval is None else _INTERVAL.unpack(interval)[0],
         )
 
 
@@ -272,8 +280,14 @@ _BINARY_BYTE = bytes([_BINARY])
 _VISITED_HEAD = struct.Struct(">BIBBHQH")
 """version 3, depth, state code, flags (1 charged, 2 rank present), attempts, rank, outcome code
 (:func:`outcome_code`); then queue_key (raw bytes), lease_id, etag, last_modified and
-content_hash, each a u16 length (0xFFFF: absent) and its bytes. Version 1 is the same without the
-outcome code; it and a JSON record (first byte ``{``) from an earlier version still decode."""
+content_hash, each a u16 length (0xFFFF: absent) and its bytes. Version 4 is version 3 with one
+more field, the recrawl interval (:data:`_INTERVAL`); a record without one is written as version 3.
+Version 1 is version 3 without the outcome code; it and a JSON record (first byte ``{``) from an
+earlier version still decode."""
+_BINARY_V4 = 4
+_BINARY_V4_BYTE = bytes([_BINARY_V4])
+_INTERVAL = struct.Struct(">Q")
+"""The recrawl interval in milliseconds."""
 _BINARY_V1_BYTE = bytes([1])
 _VISITED_HEAD_V1 = struct.Struct(">BIBBHQ")
 _QUEUED = 2
@@ -282,9 +296,9 @@ _QUEUED_HEAD = struct.Struct(">BI")
 """The short form, version 2, of a URL queued and never leased (state ``queued``, no attempts,
 rank, charge, lease or validators): version, depth, then the queue key's raw bytes to the end,
 22 bytes less than version 1. It is what admission writes for every URL, so
-it is most of the visited table's bytes. Versions 1, 2 and 3 and JSON are read alike, whichever
-version wrote them; the other states are written as version 3."""
-_BINARY_BYTES = (_BINARY_BYTE, _BINARY_V1_BYTE, _QUEUED_BYTE)
+it is most of the visited table's bytes. Versions 1 to 4 and JSON are read alike, whichever
+version wrote them; the other states are written as version 3 or 4."""
+_BINARY_BYTES = (_BINARY_BYTE, _BINARY_V4_BYTE, _BINARY_V1_BYTE, _QUEUED_BYTE)
 _NO_STRINGS = ABSENT_FIELD * 4
 _STATES: tuple[UrlState, ...] = ("queued", "leased", "done", "dead", "waiting")
 _STATE_CODES: dict[str, int] = {state: code for code, state in enumerate(_STATES)}

@@ -17,7 +17,7 @@ import uuid
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Discriminator, Field, Tag, TypeAdapter, field_validator
+from pydantic import Discriminator, Field, Tag, TypeAdapter, ValidationInfo, field_validator
 
 from schemas.base import InboundModel
 from schemas.canonical import canonical_url
@@ -36,6 +36,7 @@ MAX_PATTERN_LENGTH = 2048
 CrawlId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
 SameDomain = Literal["host", "registered_domain", "any"]
 PriorityStrategy = Literal["bfs", "score", "pagerank", "novelty"]
+RecrawlHours = Annotated[float, Field(gt=0, le=24 * 3650)]
 
 
 CONTENT_TYPE_ALIASES = {
@@ -141,7 +142,14 @@ class CrawlRequest(InboundModel):
     exclude_pattern: str | None = None
     politeness_delay_ms: Annotated[int, Field(ge=0, le=3_600_000)] = 1000
     max_retries: Annotated[int, Field(ge=0, le=100)] = 3
-    recrawl_interval_hours: Annotated[float, Field(gt=0, le=24 * 3650)] | None = None
+    recrawl_interval_hours: RecrawlHours | None = None
+    """Fetch each page again this long after its last fetch, conditionally; None: never."""
+    recrawl_adaptive: bool = False
+    """Each page's interval adapts to how often it changes (`frontier.recrawl`)."""
+    recrawl_min_hours: RecrawlHours | None = None
+    """The shortest adaptive interval; None: `recrawl_interval_hours` / 4."""
+    recrawl_max_hours: RecrawlHours | None = None
+    """The longest adaptive interval; None: `recrawl_interval_hours` x 4."""
     content_types: Annotated[list[Annotated[str, Field(max_length=255)]], Field(max_length=100)] = (
         Field(default_factory=lambda: ["text/html", "application/xhtml+xml"])
     )
@@ -172,6 +180,27 @@ class CrawlRequest(InboundModel):
     @classmethod
     def _lowercase_domains(cls, domains: list[str]) -> list[str]:
         return [domain.strip().lower().rstrip(".") for domain in domains if domain.strip()]
+
+    @field_validator("recrawl_adaptive")
+    @classmethod
+    def _adapts_an_interval(cls, adaptive: bool, info: ValidationInfo) -> bool:
+        if adaptive and info.data.get("recrawl_interval_hours", 0) is None:
+            raise ValueError("needs a recrawl interval to adapt")
+        return adaptive
+
+    @field_validator("recrawl_min_hours", "recrawl_max_hours")
+    @classmethod
+    def _bounds_the_interval(cls, hours: float | None, info: ValidationInfo) -> float | None:
+        if hours is None or not {"recrawl_interval_hours", "recrawl_adaptive"} <= info.data.keys():
+            return hours  # unset, or the fields it is checked against are already wrong
+        if not info.data["recrawl_adaptive"]:
+            raise ValueError("bounds an adaptive recrawl interval, and this crawl's is fixed")
+        interval = info.data["recrawl_interval_hours"]
+        if info.field_name == "recrawl_min_hours" and hours > interval:
+            raise ValueError(f"{hours} is above the recrawl interval, {interval} hours")
+        if info.field_name == "recrawl_max_hours" and hours < interval:
+            raise ValueError(f"{hours} is below the recrawl interval, {interval} hours")
+        return hours
 
 
 class CrawlCommand(InboundModel):

@@ -315,6 +315,16 @@ def frontier_row() -> list[Panel]:
             ],
             "reqps",
         ),
+        timeseries(
+            "Recrawls: page changed or unchanged",
+            [
+                target(
+                    f"sum by (result) (rate(streamcrawl_frontier_recrawls_total[{RATE}]))",
+                    "{{result}}",
+                )
+            ],
+            "reqps",
+        ),
     ]
 
 

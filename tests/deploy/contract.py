@@ -59,6 +59,7 @@ SERVICE: dict[str, list[Family]] = {
         _family("streamcrawl_frontier_hosts_throttled", "gauge"),
         _family("streamcrawl_frontier_hosts_held", "gauge"),
         _family("streamcrawl_frontier_host_holds_total", "counter"),
+        _family("streamcrawl_frontier_recrawls_total", "counter", "result"),
         _family("streamcrawl_frontier_oldest_ready_url_age_seconds", "gauge"),
         _family("streamcrawl_frontier_crawl_urls", "gauge", "crawl_id", "counter"),
     ],

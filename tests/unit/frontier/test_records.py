@@ -3,6 +3,8 @@ agree with the record, and a JSON record of an earlier version still decodes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -25,6 +27,7 @@ records = st.builds(
     rank=st.none() | st.integers(0, 2**64 - 1),
     charged=st.booleans(),
     outcome=st.none() | st.sampled_from(["200", "301", "404", "599", "retryable", "robots_denied"]),
+    recrawl_interval_ms=st.none() | st.integers(0, 2**64 - 1),
 )
 
 
@@ -49,6 +52,21 @@ def test_a_queued_record_takes_the_short_form_and_others_the_long_one() -> None:
     assert leased.encode()[:1] == b"\x03"
     assert VisitedRecord(3, "queued", queue_key=key.hex(), rank=9).encode()[:1] == b"\x03"
     assert VisitedRecord(3, "queued", queue_key=key.hex(), outcome="503").encode()[:1] == b"\x03"
+
+
+def test_a_record_with_a_recrawl_interval_is_version_4_and_version_3_still_decodes() -> None:
+    """Version 3 is what a frontier wrote before recrawl intervals were kept, and what a record
+    without one still takes: two bytes less."""
+    record = VisitedRecord(2, "waiting", lease_id="l", attempts=1, content_hash="ab", rank=5)
+    version_3 = record.encode()
+    assert version_3[:1] == b"\x03"
+    assert VisitedRecord.decode(version_3) == record
+    scheduled = replace(record, recrawl_interval_ms=5_400_000)
+    version_4 = scheduled.encode()
+    assert version_4[:1] == b"\x04"
+    assert len(version_4) == len(version_3) + 2 + 8
+    assert VisitedRecord.decode(version_4) == scheduled
+    assert peek_depth(version_4) == 2
 
 
 def test_a_version_1_queued_record_still_decodes() -> None:

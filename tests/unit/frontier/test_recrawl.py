@@ -1,0 +1,158 @@
+"""Recrawl scheduling: a fixed interval, and an adaptive one that follows how often a page changes
+(`frontier.recrawl`), on its own and through the frontier's handlers."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from frontier.recrawl import HOUR_MS, adaptive_bounds_ms, recrawl_interval_ms
+from schemas.fetch import FetchRequest
+from schemas.seeds import CrawlRequest
+from tests.unit.frontier.simulation import Simulation
+
+A = "https://a.example"
+MINUTE_MS = 60_000
+RECRAWLS_METRIC = "streamcrawl_frontier_recrawls_total"
+
+
+def _request(**fields: Any) -> CrawlRequest:
+    return CrawlRequest(seeds=[f"{A}/"], **fields)
+
+
+def test_without_an_interval_nothing_is_recrawled() -> None:
+    assert recrawl_interval_ms(_request(), None, changed=True) is None
+
+
+def test_a_fixed_interval_stays_whatever_the_page_did() -> None:
+    request = _request(recrawl_interval_hours=2)
+    assert recrawl_interval_ms(request, None, changed=True) == 2 * HOUR_MS
+    assert recrawl_interval_ms(request, 2 * HOUR_MS, changed=False) == 2 * HOUR_MS
+    assert recrawl_interval_ms(request, 2 * HOUR_MS, changed=True) == 2 * HOUR_MS
+
+
+def test_an_adaptive_interval_shrinks_after_a_change_and_grows_after_none() -> None:
+    request = _request(recrawl_interval_hours=2, recrawl_adaptive=True)
+    assert recrawl_interval_ms(request, None, changed=True) == 2 * HOUR_MS  # a first fetch
+    assert recrawl_interval_ms(request, 3 * HOUR_MS, changed=True) == 2 * HOUR_MS  # / 1.5
+    assert recrawl_interval_ms(request, 2 * HOUR_MS, changed=False) == 2.5 * HOUR_MS  # x 1.25
+
+
+@pytest.mark.parametrize(
+    ("fields", "bounds_h"),
+    [
+        ({}, (0.5, 8)),
+        ({"recrawl_min_hours": 1.5}, (1.5, 8)),
+        ({"recrawl_max_hours": 5}, (0.5, 5)),
+    ],
+)
+def test_an_adaptive_interval_stays_within_its_bounds(
+    fields: dict[str, float], bounds_h: tuple[float, float]
+) -> None:
+    request = _request(recrawl_interval_hours=2, recrawl_adaptive=True, **fields)
+    shortest, longest = (round(hours * HOUR_MS) for hours in bounds_h)
+    assert adaptive_bounds_ms(request) == (shortest, longest)
+    interval = 2 * HOUR_MS
+    for _ in range(20):
+        interval = recrawl_interval_ms(request, interval, changed=True) or 0
+    assert interval == shortest
+    for _ in range(40):
+        interval = recrawl_interval_ms(request, interval, changed=False) or 0
+    assert interval == longest
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"recrawl_adaptive": True}, "needs a recrawl interval to adapt"),
+        ({"recrawl_interval_hours": 2, "recrawl_min_hours": 1}, "and this crawl's is fixed"),
+        (
+            {"recrawl_interval_hours": 2, "recrawl_adaptive": True, "recrawl_min_hours": 3},
+            "3.0 is above the recrawl interval, 2.0 hours",
+        ),
+        (
+            {"recrawl_interval_hours": 2, "recrawl_adaptive": True, "recrawl_max_hours": 1},
+            "1.0 is below the recrawl interval, 2.0 hours",
+        ),
+    ],
+)
+def test_a_request_with_bounds_that_cannot_hold_is_refused(
+    fields: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(ValueError, match=problem):
+        _request(**fields)
+
+
+def _recrawl_site(tmp_path: Path, request: CrawlRequest) -> tuple[Simulation, dict[str, list[int]]]:
+    """A seed page that changes at every fetch and links a page that never changes, crawled by
+    ``request``; per URL, the times (ms) it was fetched at."""
+    fetched_at: dict[str, list[int]] = {}
+
+    def page(fetch: FetchRequest, attempt: int) -> dict[str, Any]:
+        fetched_at.setdefault(fetch.url, []).append(sim.clock.now_ms())
+        if fetch.url == f"{A}/":
+            return {"content_hash": f"version-{attempt}", "etag": f'"{attempt}"'}
+        if attempt == 1:
+            return {"content_hash": "static", "etag": '"static"'}
+        return {"kind": "unchanged", "status": 304, "page_sent": False}
+
+    registry = CollectorRegistry()
+    site = {f"{A}/": [f"{A}/static"]}
+    sim = Simulation(tmp_path, site=site, script=page, registry=registry)
+    sim.start(request)
+    sim.settle(until=lambda: len(fetched_at) == 2)
+    return sim, fetched_at
+
+
+def _run_for(sim: Simulation, hours: float, step_ms: int = 15_000) -> None:
+    start = sim.clock.now_ms()
+    while sim.clock.now_ms() - start < hours * HOUR_MS:
+        sim.clock.advance_ms(step_ms)
+        sim.tick_all()
+        sim.run()
+
+
+def _gaps_minutes(times: list[int]) -> list[float]:
+    return [(later - earlier) / MINUTE_MS for earlier, later in pairwise(times)]
+
+
+def test_an_adaptive_recrawl_comes_back_sooner_to_a_changing_page(tmp_path: Path) -> None:
+    request = _request(crawl_id="ad", recrawl_interval_hours=1, recrawl_adaptive=True)
+    sim, fetched_at = _recrawl_site(tmp_path, request)
+    _run_for(sim, hours=9)
+    # Each due time is met within a step (15 s) of the simulation's clock.
+    changing = _gaps_minutes(fetched_at[f"{A}/"])
+    expected = [60, 40, 26.67, 17.78, 15, 15]  # / 1.5 down to the shortest: 1 h / 4
+    assert changing[: len(expected)] == pytest.approx(expected, abs=0.5)
+    assert all(gap == pytest.approx(15, abs=0.5) for gap in changing[len(expected) :])
+    static = _gaps_minutes(fetched_at[f"{A}/static"])
+    assert static == pytest.approx([60, 75, 93.75, 117.19, 146.48], abs=0.5)  # x 1.25
+    # Each recrawl was conditional, and counted by what it found.
+    static_fetches = [f for f in sim.fetches if f.url == f"{A}/static"]
+    assert [f.etag for f in static_fetches] == [None] + ['"static"'] * 5
+    recrawls = len(changing) + len(static)
+    assert sim.total("ad", "recrawls") == recrawls
+    assert sim.total("ad", "changed") == len(changing)
+    assert sim.total("ad", "unchanged") == len(static)
+    assert sim.registry is not None
+    for result, count in (("changed", len(changing)), ("unchanged", len(static))):
+        labels = {"result": result}
+        assert sim.registry.get_sample_value(RECRAWLS_METRIC, labels) == count
+    assert sim.status("ad") == "active"  # a recrawling crawl runs until cancelled
+    sim.close()
+
+
+def test_a_fixed_recrawl_comes_back_after_the_same_time_whatever_the_page_did(
+    tmp_path: Path,
+) -> None:
+    request = _request(crawl_id="fx", recrawl_interval_hours=1)
+    sim, fetched_at = _recrawl_site(tmp_path, request)
+    _run_for(sim, hours=3.5)
+    assert _gaps_minutes(fetched_at[f"{A}/"]) == pytest.approx([60, 60, 60], abs=0.5)
+    assert _gaps_minutes(fetched_at[f"{A}/static"]) == pytest.approx([60, 60, 60], abs=0.5)
+    assert (sim.total("fx", "changed"), sim.total("fx", "unchanged")) == (3, 3)
+    sim.close()
