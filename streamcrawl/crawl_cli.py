@@ -74,6 +74,9 @@ OPTIONS = {
     "max_retries": "--max-retries",
     "max_redirects": "--max-redirects",
     "recrawl_interval_hours": "--recrawl-hours",
+    "recrawl_adaptive": "--recrawl-adaptive",
+    "recrawl_min_hours": "--recrawl-min-hours",
+    "recrawl_max_hours": "--recrawl-max-hours",
     "content_types": "--content-type",
     "priority": "--priority",
     "scope_score_threshold": "--scope-threshold",
@@ -236,6 +239,24 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         help="fetch each page again this long after its last fetch (conditionally)",
     )
     fetching.add_argument(
+        "--recrawl-adaptive",
+        action="store_true",
+        help="each page's recrawl interval adapts: divided by 1.5 after a recrawl found the "
+        "page changed, x1.25 after one found it unchanged (starts at --recrawl-hours)",
+    )
+    fetching.add_argument(
+        "--recrawl-min-hours",
+        type=float,
+        metavar="H",
+        help="the shortest adaptive interval (default: --recrawl-hours / 4)",
+    )
+    fetching.add_argument(
+        "--recrawl-max-hours",
+        type=float,
+        metavar="H",
+        help="the longest adaptive interval (default: --recrawl-hours x 4)",
+    )
+    fetching.add_argument(
         "--priority",
         choices=get_args(PriorityStrategy),
         default=_default("priority"),
@@ -293,6 +314,7 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         "respect_robots": not args.ignore_robots,
         "use_sitemaps": args.sitemaps,
         "follow_nofollow": args.follow_nofollow,
+        "recrawl_adaptive": args.recrawl_adaptive,
     }
     duration_s = args.max_duration_s
     given = {
@@ -306,6 +328,8 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         "max_retries": args.max_retries,
         "max_redirects": args.max_redirects,
         "recrawl_interval_hours": args.recrawl_hours,
+        "recrawl_min_hours": args.recrawl_min_hours,
+        "recrawl_max_hours": args.recrawl_max_hours,
         "scope_score_threshold": args.scope_threshold,
     }
     fields.update({name: value for name, value in given.items() if value is not None})

@@ -87,6 +87,11 @@ def summary_lines(summary: CrawlSummary) -> list[str]:
         f"URLs discovered: {counters.get('discovered', 0)}  admitted: {counters.get('admitted', 0)}"
         f"  duplicates: {counters.get('duplicate', 0)}",
     ]
+    if counters.get("recrawls", 0):
+        lines.append(
+            f"recrawls: {counters['recrawls']}  found changed: {counters.get('changed', 0)}"
+            f"  unchanged: {counters.get('unchanged', 0)}"
+        )
     if summary.urls_by_outcome:
         by_status = ", ".join(f"{k}={v}" for k, v in summary.urls_by_outcome.items())
         lines.append(f"URLs by last outcome: {by_status}")

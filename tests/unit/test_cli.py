@@ -92,6 +92,9 @@ def test_every_option_reaches_its_field() -> None:
         "--content-type=html",
         "--content-type=application/pdf",
         "--recrawl-hours=12",
+        "--recrawl-adaptive",
+        "--recrawl-min-hours=2",
+        "--recrawl-max-hours=240",
         "--priority=novelty",
     )
     assert request.model_dump() == {
@@ -110,6 +113,9 @@ def test_every_option_reaches_its_field() -> None:
         "politeness_delay_ms": 250,
         "max_retries": 1,
         "recrawl_interval_hours": 12.0,
+        "recrawl_adaptive": True,
+        "recrawl_min_hours": 2.0,
+        "recrawl_max_hours": 240.0,
         "content_types": ["text/html", "application/xhtml+xml", "application/pdf"],
         "respect_robots": False,
         "use_sitemaps": True,
@@ -137,6 +143,11 @@ def test_the_demo_crawls_deeper_and_faster_by_default() -> None:
         ([SEED, "--crawl-id=a b"], "--crawl-id: String should match pattern"),
         ([SEED, "--max-duration-s=-3"], "--max-duration-s: must be a positive number of seconds"),
         ([SEED, "--scope-threshold=2"], "--scope-threshold: Input should be less than or equal"),
+        ([SEED, "--recrawl-adaptive"], "--recrawl-adaptive: needs a recrawl interval to adapt"),
+        (
+            [SEED, "--recrawl-hours=2", "--recrawl-max-hours=1"],
+            "--recrawl-max-hours: bounds an adaptive recrawl interval",
+        ),
     ],
 )
 def test_a_bad_option_is_named_with_the_reason(argv: list[str], reported: str) -> None:
@@ -336,6 +347,17 @@ def test_the_summary_points_at_the_dead_urls_when_there_are_some() -> None:
     assert hint in summary_lines(CrawlSummary("c1", with_dead))
     without = CrawlView("done", {"fetched": 30})
     assert not [line for line in summary_lines(CrawlSummary("c1", without)) if "dead URLs" in line]
+
+
+def test_the_summary_says_what_recrawls_found_when_there_were_some() -> None:
+    recrawled = CrawlView(
+        "cancelled", {"fetched": 40, "recrawls": 30, "changed": 4, "unchanged": 26}
+    )
+    assert "recrawls: 30  found changed: 4  unchanged: 26" in summary_lines(
+        CrawlSummary("c1", recrawled)
+    )
+    never = CrawlView("done", {"fetched": 30})
+    assert not [line for line in summary_lines(CrawlSummary("c1", never)) if "recrawls" in line]
 
 
 def test_progress_shows_urls_waiting_for_a_retry() -> None:
