@@ -17,8 +17,9 @@ or travelling on any partition (the BFS-prefix rule, `frontier.budget.lease_dept
 its head is not yet charged and the crawl's account has no budget left (a request goes to the
 owner). A paused crawl, or one the directory does not know yet, is passed over with its queue in
 place; a cancelled crawl's queue, or what a done crawl left (its budget or time ran out), is
-dropped. So however many URLs one crawl holds back, the host's other crawls lease as if it had none
-there: each costs a release one seek.
+dropped, after the others leased, with what is left of the scan limit. So however many URLs one
+crawl holds back or leaves behind, the host's other crawls lease as if it had none there: each
+costs a release one seek.
 
 A release looks at most ``release_scan_limit`` entries; when it leased or dropped some and reached
 the limit, the host is released again at the next tick. A host whose crawls may all not lease now
@@ -76,6 +77,7 @@ def release_host(session: PartitionSession, host: str) -> None:
         return  # `frontier.upgrade` moves its entries first, then wakes it
     release = _Release(session, host, state)
     crawls = 0
+    ended: list[tuple[CrawlState, Entry, Iterator[Entry]]] = []
     # Entries are read lazily: a release usually stops at the lease window (one or two leases),
     # long before the scan limit, and each entry read is a RocksDB step and a merge through the
     # transactions.
@@ -91,12 +93,14 @@ def release_host(session: PartitionSession, host: str) -> None:
         elif crawl.status == "active":
             release.add(crawl, head, entries)
         else:
-            release.drop(crawl, head, entries)
+            ended.append((crawl, head, entries))
     if crawls == 0:
         session.queue_emptied(host)
         return
     release.lease()
     release.move_floors()
+    for crawl, head, entries in ended:  # after the leases: what is left of the scan limit
+        release.drop(crawl, head, entries)
     if release.progressed and release.looked_at >= release.limit:
         session.wake(host)
 

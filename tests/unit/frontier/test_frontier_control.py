@@ -148,6 +148,33 @@ def test_a_depth_blocked_crawl_does_not_stall_another_on_its_hosts(tmp_path: Pat
     sim.close()
 
 
+def test_a_cancelled_crawl_s_queue_is_dropped_after_the_other_crawls_leased(
+    tmp_path: Path,
+) -> None:
+    """A cancelled crawl's queued URLs go a scan limit's worth per release. Dropped before the
+    other crawls of the host leased, they took the whole limit, and those crawls waited a release
+    per limit's worth of them (a tick each); now they lease first."""
+    site = {f"{A}/": [f"/big/{n}" for n in range(12)]}
+    config = FrontierConfig(release_scan_limit=4)
+    sim = Simulation(tmp_path, site=site, config=config, auto_fetch=False)
+    sim.start(CrawlRequest(crawl_id="big", seeds=[f"{A}/"]))
+    sim.run()
+    [seed] = sim.held_fetches
+    sim.fetch(seed)
+    sim.run()
+    sim.start(CrawlRequest(crawl_id="small", seeds=[f"{A}/small"]))
+    sim.run()
+    assert len(sim.held_fetches) == 3  # the seed, then two of big's: the window is full
+    sim.command("big", "cancel")
+    sim.run()
+    assert (sim.total("big", "queued"), sim.total("big", "dropped_cancelled")) == (6, 4)
+    sim.fetch(sim.held_fetches[1])
+    assert sim.step([sim.topics.outcomes])  # frees a slot; the tick after it releases the host
+    assert sim.fetched_urls("small") == [f"{A}/small"]
+    assert sim.total("big", "dropped_cancelled") == 4 + 3  # the rest of the scan limit
+    sim.close()
+
+
 def test_a_release_reads_each_crawl_s_queue_from_its_floor_and_memory_forgets_it(
     tmp_path: Path,
 ) -> None:
