@@ -18,7 +18,6 @@ import sys
 from typing import Annotated
 
 from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient
 from pydantic import BaseModel, ConfigDict, Field
 
 from linkgraph.analyses import AnalysisParameters
@@ -36,9 +35,9 @@ from schemas.canonical import canonical_url
 from schemas.serde import decode
 from streamcrawl.apiserver import ApiServer
 from streamcrawl.clock import SystemClock
+from streamcrawl.exceptions import TopicMissingError
 from streamcrawl.kafka import (
     KafkaProducer,
-    admin_config,
     consumer_config,
     producer_config,
     table_consumer_config,
@@ -48,7 +47,7 @@ from streamcrawl.membership import MemberPublisher
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
 from streamcrawl.table import TopicTable
-from streamcrawl.topics import topic_name
+from streamcrawl.topics import partition_counts, topic_name
 
 log = logging.getLogger(__name__)
 
@@ -97,17 +96,6 @@ class LinkGraphServiceSettings(Settings):
     linkgraph: LinkGraphOptions = LinkGraphOptions()
 
 
-def partition_counts(settings: Settings, names: list[str]) -> dict[str, int]:
-    metadata = AdminClient(admin_config(settings)).list_topics(timeout=30)
-    counts = {}
-    for name in names:
-        topic = metadata.topics.get(name)
-        if topic is None or topic.error is not None:
-            raise PartitionMismatchError(f"topic {name} does not exist (streamcrawl topics create)")
-        counts[name] = len(topic.partitions)
-    return counts
-
-
 def crawl_seeds(table: TopicTable[crawls.CrawlState]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for crawl_id, state in table.snapshot().items():
@@ -154,7 +142,7 @@ def main() -> int:
                 f"{links_topic} has {counts[links_topic]} partitions and {by_target_topic} "
                 f"{counts[by_target_topic]}: they must be equal so one instance owns a URL"
             )
-    except PartitionMismatchError as error:
+    except (PartitionMismatchError, TopicMissingError) as error:
         sys.stderr.write(f"streamcrawl: {error}\n")
         return 2
     handler = LinkGraphHandler(

@@ -19,9 +19,6 @@ import logging
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
-
 from schemas import members, pages
 from schemas.serde import decode, decode_page
 from storage.api import build_app
@@ -33,26 +30,18 @@ from storage.settings import StorageServiceSettings
 from storage.warc import WarcWriter
 from streamcrawl.apiserver import ApiServer
 from streamcrawl.crashpoints import CrashPoints
-from streamcrawl.kafka import admin_config, table_consumer_config
+from streamcrawl.exceptions import TopicMissingError
+from streamcrawl.kafka import table_consumer_config
 from streamcrawl.logs import configure_logging
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.spec import Input
 from streamcrawl.table import TopicTable
-from streamcrawl.topics import topic_name
+from streamcrawl.topics import partition_counts, topic_name
 
 log = logging.getLogger(__name__)
 
-METADATA_TIMEOUT_S = 30.0
 DISK_FAILED_EXIT = 3
 """A write under storage.root failed: restart once the disk is fixed (the pages wait in Kafka)."""
-
-
-def partition_count(settings: StorageServiceSettings, topic: str) -> int:
-    metadata = AdminClient(admin_config(settings)).list_topics(topic, timeout=METADATA_TIMEOUT_S)
-    described = metadata.topics.get(topic)
-    if described is None or described.error is not None or not described.partitions:
-        raise KafkaException(f"topic {topic} does not exist (run `streamcrawl topics create`)")
-    return len(described.partitions)
 
 
 def decode_member(raw: bytes | None) -> members.Member:
@@ -107,8 +96,8 @@ def main() -> int:
         log.warning("recovered after a crash: %d blob temporaries, WARC %s", removed, recovered)
     pages_topic = topic_name(settings, pages.TOPIC)
     try:
-        local = LocalIndex(partition_count(settings, pages_topic))
-    except KafkaException as error:
+        local = LocalIndex(partition_counts(settings, [pages_topic])[pages_topic])
+    except TopicMissingError as error:
         sys.stderr.write(f"streamcrawl: storage cannot start: {error}\n")
         return 2
     with contextlib.ExitStack() as stack:

@@ -21,3 +21,7 @@ class DeliveryError(StreamcrawlError):
 
 class StateError(StreamcrawlError):
     """A state store is missing, corrupt or used outside its partition's lifetime."""
+
+
+class TopicMissingError(StreamcrawlError):
+    """A topic a service needs does not exist on the broker (or its metadata could not be read)."""

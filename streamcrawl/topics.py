@@ -20,10 +20,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from schemas.registry import ALL_TOPICS
 from schemas.topic import TopicSpec
+from streamcrawl.exceptions import TopicMissingError
 from streamcrawl.kafka import admin_config
 from streamcrawl.settings import Settings
 
 log = logging.getLogger(__name__)
+
+METADATA_TIMEOUT_S = 30.0
 
 
 def topic_name(settings: Settings, spec: TopicSpec) -> str:
@@ -32,6 +35,24 @@ def topic_name(settings: Settings, spec: TopicSpec) -> str:
 
 def admin_client(settings: Settings) -> AdminClient:
     return AdminClient(admin_config(settings))
+
+
+def partition_counts(
+    settings: Settings, names: list[str], timeout_s: float = METADATA_TIMEOUT_S
+) -> dict[str, int]:
+    """How many partitions each topic has; TopicMissingError naming the first that is missing."""
+    try:
+        metadata = admin_client(settings).list_topics(timeout=timeout_s)
+    except KafkaException as error:
+        raise TopicMissingError(f"could not read the topics from the broker: {error}") from error
+    counts = {}
+    for name in names:
+        topic = metadata.topics.get(name)
+        if topic is None or topic.error is not None or not topic.partitions:
+            missing = f"topic {name} does not exist (run `streamcrawl topics create`)"
+            raise TopicMissingError(missing)
+        counts[name] = len(topic.partitions)
+    return counts
 
 
 @dataclass
