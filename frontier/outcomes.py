@@ -193,6 +193,7 @@ def _fetched(
         session.timer_added(DELAYED, due)
         visited.state = "waiting"
         visited.recrawl_interval_ms = interval
+        visited.due_ms = due
         session.put_visited(lease.crawl_id, fingerprint, visited)
         session.count(lease.crawl_id, "recrawl_scheduled")
 
@@ -269,6 +270,7 @@ def _retry(
     session.table(DELAYED).put(delayed_key(due, session.next_sequence()), entry.encode())
     session.timer_added(DELAYED, due)
     visited.state = "waiting"
+    visited.due_ms = due
     session.put_visited(lease.crawl_id, fingerprint, visited)
     session.count(lease.crawl_id, "failed")
     session.count(lease.crawl_id, "retried")
@@ -308,6 +310,7 @@ def requeue(
         visited.queue_key = key.hex()
     visited.state = "queued"
     visited.lease_id = None
+    visited.due_ms = None
     session.put_visited(crawl.crawl_id, fingerprint, visited)
     session.count(crawl.crawl_id, "queued")
     session.queued(host)

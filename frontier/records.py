@@ -178,7 +178,8 @@ class VisitedRecord:
     of its latest accepted outcome (`schemas.outcomes.outcome_label`): per crawl, the partition
     counts its URLs by it (``outcome_<label>``), so a crawl's URLs by last outcome need no reading
     of `outcomes`. ``recrawl_interval_ms`` is the interval its last recrawl was scheduled after
-    (`frontier.recrawl`; None: never scheduled).
+    (`frontier.recrawl`; None: never scheduled). ``due_ms`` is when a URL ``waiting`` for a retry
+    or a recrawl is queued again (None in the other states).
     """
 
     depth: int
@@ -193,6 +194,7 @@ class VisitedRecord:
     charged: bool = False
     outcome: str | None = None
     recrawl_interval_ms: int | None = None
+    due_ms: int | None = None
 
     def encode(self) -> bytes:
         """The binary record (see :data:`_VISITED_HEAD`): one is written per admitted URL; a URL
@@ -202,9 +204,10 @@ class VisitedRecord:
         ):
             return encode_queued(self.depth, bytes.fromhex(self.queue_key))
         flags = (1 if self.charged else 0) | (0 if self.rank is None else 2)
-        interval = self.recrawl_interval_ms
+        times = (self.recrawl_interval_ms, self.due_ms)
+        timed = times != (None, None)
         head = _VISITED_HEAD.pack(
-            _BINARY if interval is None else _BINARY_V4,
+            _BINARY_V4 if timed else _BINARY,
             self.depth,
             _STATE_CODES[self.state],
             flags,
@@ -220,9 +223,14 @@ class VisitedRecord:
             strings = b"".join(
                 _field(None if value is None else value.encode()) for value in optional
             )
-        if interval is None:
+        if not timed:
             return head + _field(queue_key) + strings
-        return head + _field(queue_key) + strings + _field(_INTERVAL.pack(interval))
+        return (
+            head
+            + _field(queue_key)
+            + strings
+            + b"".join(_field(None if value is None else _U64.pack(value)) for value in times)
+        )
 
     @classmethod
     def decode(cls, raw: bytes) -> VisitedRecord:
@@ -231,7 +239,7 @@ class VisitedRecord:
         count = 5
         if raw[:1] in (_BINARY_BYTE, _BINARY_V4_BYTE):
             version, depth, state, flags, attempts, rank, outcome = _VISITED_HEAD.unpack_from(raw)
-            offset, count = _VISITED_HEAD.size, 5 if version == _BINARY else 6
+            offset, count = _VISITED_HEAD.size, 5 if version == _BINARY else 7
         elif raw[:1] == _BINARY_V1_BYTE:
             _, depth, state, flags, attempts, rank = _VISITED_HEAD_V1.unpack_from(raw)
             outcome, offset = 0, _VISITED_HEAD_V1.size
@@ -239,7 +247,7 @@ class VisitedRecord:
             return _load(cls, raw)  # written as JSON by an earlier version
         fields = unpack_fields(raw, offset, count)
         queue_key, lease_id, etag, last_modified, content_hash = fields[:5]
-        interval = fields[5] if count == 6 else None
+        interval, due = (None, None) if count == 5 else (_time(fields[5]), _time(fields[6]))
         return cls(
             depth,
             _STATES[state],
@@ -252,7 +260,8 @@ class VisitedRecord:
             rank if flags & 2 else None,
             bool(flags & 1),
             outcome_label_of(outcome),
-            None if interval is None else _INTERVAL.unpack(interval)[0],
+            interval,
+            due,
         )
 
 
@@ -280,14 +289,13 @@ _BINARY_BYTE = bytes([_BINARY])
 _VISITED_HEAD = struct.Struct(">BIBBHQH")
 """version 3, depth, state code, flags (1 charged, 2 rank present), attempts, rank, outcome code
 (:func:`outcome_code`); then queue_key (raw bytes), lease_id, etag, last_modified and
-content_hash, each a u16 length (0xFFFF: absent) and its bytes. Version 4 is version 3 with one
-more field, the recrawl interval (:data:`_INTERVAL`); a record without one is written as version 3.
+content_hash, each a u16 length (0xFFFF: absent) and its bytes. Version 4 is version 3 with two
+more fields, the recrawl interval and the due time (milliseconds, u64); a record with neither is
+written as version 3.
 Version 1 is version 3 without the outcome code; it and a JSON record (first byte ``{``) from an
 earlier version still decode."""
 _BINARY_V4 = 4
 _BINARY_V4_BYTE = bytes([_BINARY_V4])
-_INTERVAL = struct.Struct(">Q")
-"""The recrawl interval in milliseconds."""
 _BINARY_V1_BYTE = bytes([1])
 _VISITED_HEAD_V1 = struct.Struct(">BIBBHQ")
 _QUEUED = 2
@@ -331,6 +339,10 @@ def _field(value: bytes | None) -> bytes:
 
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode()
+
+
+def _time(value: bytes | None) -> int | None:
+    return None if value is None else read_u64(value)
 
 
 @dataclass(frozen=True)

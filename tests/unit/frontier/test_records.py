@@ -28,6 +28,7 @@ records = st.builds(
     charged=st.booleans(),
     outcome=st.none() | st.sampled_from(["200", "301", "404", "599", "retryable", "robots_denied"]),
     recrawl_interval_ms=st.none() | st.integers(0, 2**64 - 1),
+    due_ms=st.none() | st.integers(0, 2**64 - 1),
 )
 
 
@@ -54,17 +55,17 @@ def test_a_queued_record_takes_the_short_form_and_others_the_long_one() -> None:
     assert VisitedRecord(3, "queued", queue_key=key.hex(), outcome="503").encode()[:1] == b"\x03"
 
 
-def test_a_record_with_a_recrawl_interval_is_version_4_and_version_3_still_decodes() -> None:
-    """Version 3 is what a frontier wrote before recrawl intervals were kept, and what a record
-    without one still takes: two bytes less."""
+def test_a_record_with_a_recrawl_or_due_time_is_version_4_and_version_3_still_decodes() -> None:
+    """Version 3 is what a frontier wrote before recrawl intervals and due times were kept, and
+    what a record with neither still takes."""
     record = VisitedRecord(2, "waiting", lease_id="l", attempts=1, content_hash="ab", rank=5)
     version_3 = record.encode()
     assert version_3[:1] == b"\x03"
     assert VisitedRecord.decode(version_3) == record
-    scheduled = replace(record, recrawl_interval_ms=5_400_000)
+    scheduled = replace(record, recrawl_interval_ms=5_400_000, due_ms=1_800_000_000_000)
     version_4 = scheduled.encode()
     assert version_4[:1] == b"\x04"
-    assert len(version_4) == len(version_3) + 2 + 8
+    assert len(version_4) == len(version_3) + 2 * (2 + 8)
     assert VisitedRecord.decode(version_4) == scheduled
     assert peek_depth(version_4) == 2
 
