@@ -13,6 +13,9 @@ crawls. Every frontier process serves it on its own port, never the metrics port
   key, so the owner sees them in order), 202; 404 for a crawl neither in `crawls` nor published
   here. The owner decides whether the command changes anything (a resume of an active crawl does
   not), since the API's view of the status may lag.
+- ``GET /v1/crawl/{id}/url?url=...``: one URL of the crawl as the frontier knows it
+  (`frontier.lookup`), from the instance holding the URL's state partition; another instance
+  answers 421 with the partition number, and the CLI then asks the one `members` lists for it.
 - ``GET /v1/openapi.json`` (OpenAPI 3.1) and ``GET /healthz``.
 
 With a token configured every request needs ``Authorization: Bearer <token>`` (401 otherwise;
@@ -48,6 +51,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol, get_args
 
 from aiohttp import web
@@ -56,6 +60,7 @@ from pydantic import SecretStr, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
 from frontier.config import ProgressView
+from frontier.lookup import PartitionNotHeldError, UrlStatus
 from schemas import seeds
 from schemas.crawls import CrawlState, CrawlStatus
 from schemas.seeds import (
@@ -93,6 +98,12 @@ class CrawlStatusView(Protocol):
     def crawls(self) -> list[CrawlState]:
         """Every crawl in `crawls`, oldest first."""
         ...
+
+
+class UrlQuery(Protocol):
+    """One URL of a crawl as the frontier knows it (`frontier.lookup.UrlLookup`)."""
+
+    def status(self, crawl_id: str, url: str) -> UrlStatus | None: ...
 
 
 class CrawlTable(Protocol):
@@ -343,6 +354,26 @@ class CrawlControl:
         return None
 
 
+async def url_status(urls: UrlQuery | None, request: web.Request) -> web.Response:
+    """``GET /v1/crawl/{id}/url?url=...``: 200 with the URL's status; 421 with the partition
+    when another instance holds it; 404 for no such crawl."""
+    if urls is None:
+        return _problem(503, "this API serves no URL lookups (no frontier state here)")
+    crawl_id, url = request.match_info["crawl_id"], request.query.get("url", "")
+    if not url:
+        return error_response(400, [FieldError("url", "give the URL to look up: ?url=...")])
+    try:
+        status = urls.status(crawl_id, url)
+    except ValueError as error:
+        return error_response(400, [FieldError("url", str(error))])
+    except PartitionNotHeldError as error:
+        problem = {"errors": [{"field": None, "message": str(error)}]}
+        return web.json_response({**problem, "partition": error.partition}, status=421)
+    if status is None:
+        return _problem(404, f"no crawl {crawl_id[:200]!r}")
+    return web.json_response(status.model_dump(mode="json"))
+
+
 def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number")
 
@@ -387,10 +418,12 @@ def build_app(
     publish: Publish,
     view: CrawlStatusView,
     *,
+    urls: UrlQuery | None = None,
     token: SecretStr | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> web.Application:
-    """The API as an aiohttp application, served by `streamcrawl.apiserver.ApiServer`."""
+    """The API as an aiohttp application, served by `streamcrawl.apiserver.ApiServer`; with
+    ``urls``, it also answers for the URLs of the state partitions this instance holds."""
     middlewares: list[Middleware] = [json_errors]
     if token is not None:
         middlewares.insert(0, bearer_guard(token))
@@ -408,6 +441,7 @@ def build_app(
     app.router.add_get("/v1/crawl/{crawl_id}", control.status)
     app.router.add_get("/v1/crawls", control.listing)
     app.router.add_post("/v1/crawl/{crawl_id}/{action:pause|resume|cancel}", control.command)
+    app.router.add_get("/v1/crawl/{crawl_id}/url", partial(url_status, urls))
     app.router.add_get("/v1/openapi.json", openapi)
     app.router.add_get("/healthz", health)
     return app
@@ -510,6 +544,15 @@ def openapi_document(*, token_required: bool) -> dict[str, Any]:
             },
             "required": ["crawls"],
         },
+        "UrlStatus": UrlStatus.model_json_schema(ref_template=_REF),
+        "NotHeldHere": {
+            "allOf": [_ref("Errors")],
+            "type": "object",
+            "properties": {
+                "partition": {"type": "integer", "description": "the URL's state partition"}
+            },
+            "required": ["partition"],
+        },
         "CommandSubmitted": {
             "type": "object",
             "properties": {"crawlId": crawl_id, "action": {"enum": list(ACTIONS)}},
@@ -599,6 +642,26 @@ def openapi_document(*, token_required: bool) -> dict[str, Any]:
                 }
             }
             for action in ACTIONS
+        },
+        "/v1/crawl/{crawlId}/url": {
+            "get": {
+                "summary": "One URL of a crawl as the frontier knows it: state, depth, attempts, "
+                "latest outcome, validators, recrawl interval, due time, lease",
+                "operationId": "getCrawlUrl",
+                "parameters": [
+                    crawl_param,
+                    {"name": "url", "in": "query", "required": True, "schema": {"type": "string"}},
+                ],
+                "responses": {
+                    "200": _json_body("UrlStatus", "the URL (admitted false: never admitted)"),
+                    "400": _errors("no URL, or not a crawlable http(s) URL"),
+                    "404": _errors("no such crawl"),
+                    "421": _json_body(
+                        "NotHeldHere", "ask the frontier holding this partition (in members)"
+                    ),
+                    "503": _errors("this API serves no URL lookups"),
+                },
+            }
         },
         "/v1/openapi.json": {
             "get": {

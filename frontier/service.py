@@ -27,18 +27,19 @@ from frontier.api import CrawlTable, TableCrawlView, build_app
 from frontier.config import FrontierConfig, FrontierTopics, ProgressView
 from frontier.exceptions import ApiPortUnavailableError
 from frontier.handler import FrontierHandler
+from frontier.lookup import UrlLookup
 from frontier.progress import ProgressBook
 from schemas import crawls, progress, seeds
 from schemas.serde import decode
 from streamcrawl.apiserver import ApiServer
 from streamcrawl.clock import SystemClock
-from streamcrawl.exceptions import FatalKafkaError
+from streamcrawl.exceptions import FatalKafkaError, TopicMissingError
 from streamcrawl.kafka import KafkaProducer, table_consumer_config
 from streamcrawl.logs import configure_logging
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
 from streamcrawl.table import TopicTable
-from streamcrawl.topics import topic_name
+from streamcrawl.topics import partition_counts, topic_name
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ def start_api(
     table: CrawlTable,
     progress_view: ProgressView,
     stack: contextlib.ExitStack,
+    urls: UrlLookup | None = None,
 ) -> str | None:
     """Serve the crawl-control API until `stack` closes and return its address.
 
@@ -145,7 +147,8 @@ def start_api(
     publisher = SeedPublisher(
         KafkaProducer.from_settings(settings), topic_name(settings, seeds.TOPIC)
     ).start()
-    app = build_app(publisher, TableCrawlView(table, progress_view), token=options.api_token)
+    view = TableCrawlView(table, progress_view)
+    app = build_app(publisher, view, urls=urls, token=options.api_token)
     server = ApiServer(app, options.api_host, options.api_port)
     try:
         address = server.start()
@@ -211,11 +214,13 @@ def main() -> int:
             if not table.wait_ready(TABLES_READY_TIMEOUT_S):
                 sys.stderr.write(f"streamcrawl: a frontier table did not load: {table.error}\n")
                 return 2
-        api_address = None
+        api_address, lookup = None, None
         if settings.frontier.api_enabled:
             try:
-                api_address = start_api(settings, crawl_table, book, stack)
-            except ApiPortUnavailableError as error:
+                partitions = partition_counts(settings, [topics.urls])[topics.urls]
+                lookup = UrlLookup(partitions, settings.frontier.config(), crawl_table)
+                api_address = start_api(settings, crawl_table, book, stack, lookup)
+            except (ApiPortUnavailableError, TopicMissingError) as error:
                 log.error("%s", error)
                 return 2
         spec = service_spec(
@@ -225,4 +230,5 @@ def main() -> int:
             tables=handler.tables(),
             co_partitioned=True,
         )
-        return run_service(spec, handler, settings, api_address=api_address)
+        on_ready = None if lookup is None else lookup.attach
+        return run_service(spec, handler, settings, on_ready=on_ready, api_address=api_address)

@@ -27,6 +27,7 @@ from frontier.api import (
     openapi_document,
 )
 from frontier.exceptions import ApiPortUnavailableError
+from frontier.lookup import PartitionNotHeldError, UrlStatus
 from frontier.progress import ProgressBook
 from frontier.service import FrontierServiceSettings, start_api
 from schemas.crawls import CrawlState, CrawlStatus
@@ -498,6 +499,55 @@ async def test_with_the_token_requests_pass(guarded: Client, scheme: str) -> Non
     assert (await guarded.get(f"/v1/crawl/{crawl_id}", headers=headers)).status == 200
 
 
+class FakeUrls:
+    """URL lookups: a.example's partition (3) is held here, every other host's elsewhere (5)."""
+
+    def status(self, crawl_id: str, url: str) -> UrlStatus | None:
+        if crawl_id != "c1":
+            return None
+        if not url.startswith("http"):
+            raise ValueError(f"not a crawlable http(s) URL: {url!r}")
+        if "a.example" not in url:
+            raise PartitionNotHeldError(5, "is not held here")
+        return UrlStatus(
+            crawl_id=crawl_id, url=url, host="a.example", partition=3, admitted=True, state="done"
+        )
+
+
+async def test_a_url_is_looked_up_on_the_instance_holding_its_partition(
+    published: FakeSeeds, view: FakeView
+) -> None:
+    client = await serve(build_app(published, view, urls=FakeUrls()))
+    try:
+        response = await client.get("/v1/crawl/c1/url", params={"url": "https://a.example/x"})
+        assert response.status == 200
+        document = await response.json()
+        assert (document["url"], document["state"], document["partition"]) == (
+            "https://a.example/x",
+            "done",
+            3,
+        )
+        response = await client.get("/v1/crawl/c1/url", params={"url": "https://b.example/"})
+        assert response.status == 421
+        document = await response.json()
+        assert document["partition"] == 5
+        assert document["errors"] == [{"field": None, "message": "partition 5 is not held here"}]
+        response = await client.get("/v1/crawl/c9/url", params={"url": "https://a.example/x"})
+        assert response.status == 404
+        for query in ({"url": "ftp://a.example/"}, {}):
+            response = await client.get("/v1/crawl/c1/url", params=query)
+            assert response.status == 400
+            [error] = (await response.json())["errors"]
+            assert error["field"] == "url"
+    finally:
+        await client.close()
+
+
+async def test_an_api_without_frontier_state_answers_no_url_lookups(client: Client) -> None:
+    response = await client.get("/v1/crawl/c1/url", params={"url": "https://a.example/x"})
+    assert response.status == 503
+
+
 async def test_health(client: Client) -> None:
     response = await client.get("/healthz")
 
@@ -512,6 +562,7 @@ EXPECTED_PATHS = {
     "/v1/crawl/{crawlId}/pause",
     "/v1/crawl/{crawlId}/resume",
     "/v1/crawl/{crawlId}/cancel",
+    "/v1/crawl/{crawlId}/url",
     "/v1/openapi.json",
     "/healthz",
 }
