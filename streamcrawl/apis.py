@@ -26,7 +26,13 @@ from streamcrawl.topics import topic_name
 
 
 class ApiError(StreamcrawlError):
-    """An API could not be reached or answered with an error."""
+    """An API could not be reached or answered with an error (``status``: its HTTP status, and
+    ``document`` its JSON body, when it answered)."""
+
+    def __init__(self, message: str, status: int | None = None, document: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.document = document
 
 
 class ServiceDirectory:
@@ -85,7 +91,12 @@ def _request(
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as error:
-        detail = error.read()[:300].decode(errors="replace")
-        raise ApiError(f"{url}: {error.code} {detail}") from error
+        body = error.read()
+        try:
+            document = json.loads(body)
+        except ValueError:
+            document = None
+        detail = body[:300].decode(errors="replace")
+        raise ApiError(f"{url}: {error.code} {detail}", error.code, document) from error
     except (urllib.error.URLError, TimeoutError, OSError, ValueError) as error:
         raise ApiError(f"{url}: {error}") from error

@@ -1,5 +1,6 @@
 """The `streamcrawl` command line: the local broker, topics and status here; seed and crawl in
-`crawl_cli`, up and demo in `up_cli`, the graph and page queries in `graph_cli` and `page_cli`.
+`crawl_cli`, up and demo in `up_cli`, the graph, page and URL queries in `graph_cli`, `page_cli`
+and `url_cli`.
 
 Every command reads the same `Settings` as the services (`STREAMCRAWL_*` environment variables), so
 `STREAMCRAWL_KAFKA__BOOTSTRAP_SERVERS=host:9092 streamcrawl status` checks a remote cluster.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from streamcrawl import crawl_cli, deadletter_cli, graph_cli, page_cli, up_cli
+from streamcrawl import crawl_cli, deadletter_cli, graph_cli, page_cli, up_cli, url_cli
 from streamcrawl.broker import LocalBroker
 from streamcrawl.console import say
 from streamcrawl.exceptions import StreamcrawlError
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     up_cli.add_commands(commands)  # up, demo
     graph_cli.add_graph_command(commands)
     page_cli.add_commands(commands)  # page, storage
+    url_cli.add_command(commands)
     deadletter_cli.add_command(commands)
     return parser
 
