@@ -29,7 +29,10 @@ from schemas.seeds import CrawlRequest
 from schemas.serde import decode, encode
 from schemas.topic import TopicSpec
 from streamcrawl.children import stopped_with_this_process
+from streamcrawl.kafka import table_consumer_config
+from streamcrawl.membership import is_live
 from streamcrawl.settings import Settings
+from streamcrawl.table import TopicTable
 from streamcrawl.topics import create_topics
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,6 +95,32 @@ class Deployment:
         produce_json(
             self.bootstrap, self.topic("seeds"), [(request.crawl_id, encode(request))], raw=True
         )
+
+    def cli(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+        """``streamcrawl ARGS`` run against this deployment, its output captured as text."""
+        return subprocess.run(
+            [sys.executable, "-m", "streamcrawl.cli", *args],
+            cwd=REPO,
+            env=self.env("cli"),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+
+    def live_members(self, role: str) -> list[members.Member]:
+        """The live records of `role` in `members` now."""
+        table: TopicTable[members.Member] = TopicTable(
+            table_consumer_config(self.settings("test-members")),
+            self.topic("members"),
+            lambda raw: decode(members.Member, raw),
+        )
+        table.start()
+        try:
+            table.wait_ready(10)
+            return [m for m in table.snapshot().values() if m.role == role and is_live(m)]
+        finally:
+            table.stop()
 
     def create_for_role(self, role: str, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> None:
         """The role's input and output topics, its changelog, and the registry's shared topics."""

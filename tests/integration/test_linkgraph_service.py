@@ -12,7 +12,6 @@ import json
 import random
 import shutil
 import subprocess
-import sys
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -35,7 +34,6 @@ from schemas.scores import PageScore
 from schemas.serde import decode, encode
 from streamcrawl import graph_cli
 from streamcrawl.kafka import table_consumer_config
-from streamcrawl.membership import is_live
 from streamcrawl.table import TopicTable
 from tests.support import Deployment, ServiceProcess, TopicReader, produce_json, wait_for
 
@@ -300,26 +298,12 @@ def published_by(reader: TopicReader, ranking: dict[str, Any]) -> dict[str, floa
     return {s.url: s.pagerank for s in found}
 
 
-def live_members(deployment: Deployment, role: str) -> list[members.Member]:
-    table: TopicTable[members.Member] = TopicTable(
-        table_consumer_config(deployment.settings("test-members")),
-        deployment.topic("members"),
-        lambda raw: decode(members.Member, raw),
-    )
-    table.start()
-    try:
-        table.wait_ready(10)
-        return [m for m in table.snapshot().values() if m.role == role and is_live(m)]
-    finally:
-        table.stop()
-
-
 def addresses(deployment: Deployment, expected: int, at_least: bool = False) -> dict[str, str]:
     """instance -> API address of the live linkgraph members, once `expected` hold partitions."""
     found: dict[str, str] = {}
 
     def ready() -> bool:
-        live = [m for m in live_members(deployment, "linkgraph") if m.ready and m.partitions]
+        live = [m for m in deployment.live_members("linkgraph") if m.ready and m.partitions]
         found.clear()
         found.update({m.instance: str(m.api_address) for m in live})
         return len(found) >= expected if at_least else len(found) == expected
@@ -330,7 +314,7 @@ def addresses(deployment: Deployment, expected: int, at_least: bool = False) -> 
 
 def rankers(deployment: Deployment) -> set[str]:
     """The instances whose ranker record in `members` is live."""
-    return {m.instance for m in live_members(deployment, RANKER_ROLE)}
+    return {m.instance for m in deployment.live_members(RANKER_ROLE)}
 
 
 def start(deployment: Deployment, instance: str, tmp_path: Path) -> ServiceProcess:
@@ -521,14 +505,7 @@ def check_metrics(deployment: Deployment, pages: list[PageLinks]) -> None:
 
 
 def cli(deployment: Deployment, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "streamcrawl.cli", "graph", *args],
-        env=deployment.env("cli"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return deployment.cli("graph", *args)
 
 
 def cli_side_by_side(

@@ -9,22 +9,15 @@ a link to another page and a 404, and links the next host.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from schemas import members
 from schemas.partitioning import partition_for_key
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from schemas.serde import decode
-from streamcrawl.kafka import table_consumer_config
-from streamcrawl.membership import is_live
-from streamcrawl.table import TopicTable
 from tests.support import (
     Deployment,
     LocalSite,
@@ -69,31 +62,6 @@ def sites() -> Iterator[list[LocalSite]]:
         site.stop()
 
 
-def frontier_members(deployment: Deployment) -> list[members.Member]:
-    table: TopicTable[members.Member] = TopicTable(
-        table_consumer_config(deployment.settings("test-members")),
-        deployment.topic("members"),
-        lambda raw: decode(members.Member, raw),
-    )
-    table.start()
-    try:
-        table.wait_ready(10)
-        return [m for m in table.snapshot().values() if m.role == "frontier" and is_live(m)]
-    finally:
-        table.stop()
-
-
-def url_cli(deployment: Deployment, crawl_id: str, url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "streamcrawl.cli", "url", crawl_id, url, "--json"],
-        env=deployment.env("cli"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_every_url_is_answered_by_the_frontier_holding_its_partition(
     kafka_bootstrap: str, tmp_path: Path, sites: list[LocalSite], started: list[ServiceProcess]
 ) -> None:
@@ -120,7 +88,7 @@ def test_every_url_is_answered_by_the_frontier_holding_its_partition(
 
     def both_frontiers_hold_partitions() -> bool:
         holders.clear()
-        for member in frontier_members(deployment):
+        for member in deployment.live_members("frontier"):
             for entry in member.partitions:
                 topic, _, partition = entry.rpartition(":")
                 if topic == deployment.topic("urls") and member.ready:
@@ -136,7 +104,7 @@ def test_every_url_is_answered_by_the_frontier_holding_its_partition(
         expected[site.url("/gone")] = (True, "dead", "404")
     expected["https://elsewhere.example/"] = (False, None, None)
     with ThreadPoolExecutor(4) as pool:
-        running = {url: pool.submit(url_cli, deployment, "lookup", url) for url in expected}
+        running = {u: pool.submit(deployment.cli, "url", "lookup", u, "--json") for u in expected}
     answers = {url: future.result() for url, future in running.items()}
     answered_by: set[str] = set()
     for url, (admitted, state, outcome) in expected.items():
@@ -152,6 +120,6 @@ def test_every_url_is_answered_by_the_frontier_holding_its_partition(
     outside = json.loads(answers["https://elsewhere.example/"].stdout)
     assert outside["scope"] == "domain"
 
-    missing = url_cli(deployment, "no-such-crawl", sites[0].url("/"))
+    missing = deployment.cli("url", "no-such-crawl", sites[0].url("/"))
     assert missing.returncode == 1
     assert "no crawl 'no-such-crawl'" in missing.stderr
