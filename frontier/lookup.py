@@ -32,7 +32,7 @@ from frontier.scope import ScopeRules, decide_new, host_scope
 from schemas.canonical import canonical_url, host_key, url_fingerprint
 from schemas.crawls import CrawlState
 from schemas.partitioning import partition_for_key
-from streamcrawl.state import PartitionStore
+from streamcrawl.state import StoreSource
 
 Waiting = Literal["retry", "recrawl"]
 
@@ -44,12 +44,6 @@ class PartitionNotHeldError(FrontierError):
     def __init__(self, partition: int, detail: str) -> None:
         super().__init__(f"partition {partition} {detail}")
         self.partition = partition
-
-
-class StoreSource(Protocol):
-    """What the service loop offers: the open store of a state partition, or None."""
-
-    def store(self, partition: int) -> PartitionStore | None: ...
 
 
 class CrawlStates(Protocol):

@@ -19,7 +19,7 @@ from schemas.partitioning import partition_for_key
 from storage.exceptions import StorageError
 from storage.index import TABLE, PageHistory, PageVersion, decode_history
 from streamcrawl.membership import is_live
-from streamcrawl.state import PartitionStore
+from streamcrawl.state import StoreSource
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +29,6 @@ FORWARD_TIMEOUT_S = 10.0
 
 class IndexUnavailableError(StorageError):
     """No instance can answer for the URL's partition right now (starting, rebalancing)."""
-
-
-class StoreSource(Protocol):
-    """What the service loop offers: the open store of a state partition, or None."""
-
-    def store(self, partition: int) -> PartitionStore | None: ...
 
 
 class MemberSource(Protocol):

@@ -30,6 +30,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
+from typing import Protocol
 
 from rocksdict import (
     BlockBasedOptions,
@@ -224,6 +225,13 @@ class PartitionStore:
     @staticmethod
     def destroy(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
+
+
+class StoreSource(Protocol):
+    """The open store of a state partition, or None: what the service loop offers a reader in
+    another thread (an HTTP API answering from the partitions this instance holds)."""
+
+    def store(self, partition: int) -> PartitionStore | None: ...
 
 
 class Transaction:
