@@ -53,6 +53,7 @@ from frontier.records import (
     u64,
     visited_prefix,
 )
+from frontier.recrawl import is_recrawl
 from frontier.scope import HostScope, ScopeRules, decide_new, host_scope
 from frontier.session import PartitionSession
 from frontier.traps import check_traps
@@ -372,8 +373,11 @@ def _maybe_lower_depth(
     depth: int,
     ordinal: bytes,
 ) -> None:
-    """A URL still queued and found again closer to the seeds takes the lower depth in its queue."""
+    """A URL still queued and found again closer to the seeds takes the lower depth in its queue;
+    a recrawl keeps its place (`frontier.recrawl.is_recrawl`)."""
     if visited.state != "queued" or depth >= visited.depth or visited.queue_key is None:
+        return
+    if is_recrawl(visited):
         return
     old_key = bytes.fromhex(visited.queue_key)
     queue = session.table(QUEUE)

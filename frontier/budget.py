@@ -58,6 +58,10 @@ depth 2 while another partition's depth-1 URLs are still travelling to it. So:
   makes the same grants from the same ledger) raises ``open_depth`` and answers the held requests
   it opens, lowest depth first, then in arrival order.
 
+Recrawls are outside this bookkeeping (`frontier.recrawl.is_recrawl`): they are leased whatever
+the depth limit and hold no depth unfinished, so a continuous crawl's recrawls of low depths never
+keep the higher ones back.
+
 ``open_depth`` never decreases: once every depth below D is finished everywhere, nothing can add a
 URL below D (links are one deeper than their page, redirects and sitemaps as deep as theirs). The
 per-depth counters exist for depth-ordered crawls only. Like done detection, it compares with ">="

@@ -38,7 +38,7 @@ from typing import Literal
 
 from frontier.admission import fresh_ordinal, priority_bytes
 from frontier.budget import depth_counter, depth_ordered
-from frontier.priority import PrioritySignals
+from frontier.priority import RECRAWL_PRIORITY_BYTES, PrioritySignals
 from frontier.queues import QueuedUrl, enqueue, upgraded_key
 from frontier.records import (
     DEADLINES,
@@ -51,7 +51,7 @@ from frontier.records import (
     deadline_key,
     delayed_key,
 )
-from frontier.recrawl import recrawl_interval_ms
+from frontier.recrawl import is_recrawl, recrawl_interval_ms
 from frontier.reports import expect_report
 from frontier.retry import RETRY_AFTER_CAP_MS, classify, normal_window, window_after
 from frontier.session import PartitionSession
@@ -81,16 +81,18 @@ def take_lease(session: PartitionSession, lease_id: str) -> LeaseRecord | None:
 
 def handle_outcome(session: PartitionSession, outcome: FetchOutcome, source: Record) -> None:
     lease = take_lease(session, outcome.lease_id)
-    if outcome.page_sent:
-        expect_report(session, outcome, lease)
     if lease is None:
+        if outcome.page_sent:
+            expect_report(session, outcome, None)
         session.count(outcome.crawl_id, "outcomes_ignored")
         return
     crawl_id = lease.crawl_id
-    if outcome.retry_after_ms:
-        hold_host(session, lease.crawl_id, lease.host, outcome.retry_after_ms)
     fingerprint = url_fingerprint(lease.url)
     visited = session.visited(crawl_id, fingerprint) or VisitedRecord(lease.depth, "leased")
+    if outcome.page_sent:
+        expect_report(session, outcome, None if is_recrawl(visited) else lease.depth)
+    if outcome.retry_after_ms:
+        hold_host(session, lease.crawl_id, lease.host, outcome.retry_after_ms)
     relabel(session, crawl_id, visited, outcome_label(outcome))
     crawl = session.crawl_state(crawl_id)
     if crawl is None:
@@ -157,10 +159,12 @@ def _finish(
     fingerprint: bytes,
     state: Literal["done", "dead"],
 ) -> None:
-    """The URL reached a final state: it no longer holds its depth unfinished."""
+    """The URL reached a final state: it no longer holds its depth unfinished (a recrawl never
+    did, `frontier.recrawl.is_recrawl`)."""
+    if not is_recrawl(visited):
+        session.unfinished(lease.crawl_id, lease.depth, -1)
     visited.state = state
     session.put_visited(lease.crawl_id, fingerprint, visited)
-    session.unfinished(lease.crawl_id, lease.depth, -1)
 
 
 def _fetched(
@@ -296,11 +300,18 @@ def requeue(
     host: str,
     visited: VisitedRecord,
     fingerprint: bytes,
+    *,
+    recrawl: bool = False,
 ) -> None:
-    """Put a known URL back in its crawl's queue on its host, at its old place when it has one
-    (kept in an earlier version's layout, it moves to this version's, `frontier.queues`)."""
+    """Put a known URL back in its crawl's queue on its host: a recrawl behind the URLs waiting
+    for their first fetch (`frontier.priority.RECRAWL_PRIORITY`), any other at its old place when
+    it has one (kept in an earlier version's layout, it moves to this version's,
+    `frontier.queues`)."""
     queue = session.table(QUEUE)
-    if visited.queue_key is not None:
+    if recrawl:
+        key = enqueue(queue, host, RECRAWL_PRIORITY_BYTES, session.next_sequence(), entry)
+        visited.queue_key = key.hex()
+    elif visited.queue_key is not None:
         key = upgraded_key(bytes.fromhex(visited.queue_key), crawl.crawl_id)
         queue.put(key, entry.encode())
         visited.queue_key = key.hex()

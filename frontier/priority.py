@@ -23,6 +23,12 @@ lead (below). The strategies:
   collects links; ``priority = round((1 - novelty) x 1000)``, then depth. Pages reached through
   hundreds of paths wait behind pages few others point to.
 
+A recrawl goes back to its host queue in :data:`RECRAWL_PRIORITY`, depth 0, rank 0: behind the
+URLs still waiting for their first fetch, of every crawl and strategy, then first due first. A host
+that cannot keep up with its recrawls and its new pages fetches its new pages first. Recrawls put
+back at their first place, in front, could otherwise take all of a busy host's fetches and keep its
+new pages from ever being fetched.
+
 Depth first under a finite budget: a partition then leases depth d+1 only when nothing of depth <= d
 is queued or leased (`frontier.budget.may_lease_depth`). If a crawl's queue head on a host were a
 deeper URL with a better score, the shallower URL behind it could never leave and the crawl would
@@ -46,6 +52,9 @@ from schemas.seeds import PriorityStrategy
 
 PRIORITY_MAX = 1000
 NEUTRAL_PRIORITY = PRIORITY_MAX // 2
+RECRAWL_PRIORITY = PRIORITY_MAX + 1
+"""The bucket of every recrawl, whatever the strategy: after every URL waiting for its first
+fetch, and among recrawls in the order they came due (`frontier.recrawl`)."""
 IN_LINK_SATURATION = 1000
 PAGERANK_DECADES = 10
 
@@ -224,3 +233,7 @@ def _unit(value: float) -> float:
 def _check(value: int, maximum: int, name: str) -> None:
     if not 0 <= value <= maximum:
         raise ValueError(f"queue key {name} {value} outside 0..{maximum}")
+
+
+RECRAWL_PRIORITY_BYTES = encode_priority(QueueKey(RECRAWL_PRIORITY, 0, 0, 0))
+"""The priority bytes of every recrawl's queue key."""

@@ -28,6 +28,7 @@ change and spend more on busy ones, but a page with a long interval shows its ch
 
 from __future__ import annotations
 
+from frontier.records import VisitedRecord
 from schemas.seeds import CrawlRequest
 
 HOUR_MS = 3_600_000
@@ -52,6 +53,18 @@ def recrawl_interval_ms(request: CrawlRequest, last_ms: int | None, changed: boo
     shortest, longest = adaptive_bounds_ms(request)
     adapted = last_ms / CHANGED_FACTOR if changed else last_ms * UNCHANGED_FACTOR
     return round(min(max(adapted, shortest), longest))
+
+
+def is_recrawl(visited: VisitedRecord) -> bool:
+    """Whether the URL's next lease is a recrawl: it was fetched and scheduled again before.
+
+    A recrawl is outside the breadth-first bookkeeping of depth-ordered crawls
+    (`frontier.budget`): it neither waits for lower depths to finish nor holds its own depth
+    unfinished, as the depth it has is already its shortest one. Were it counted, the recrawls of
+    lower depths, coming due all the time in a large crawl, would keep every deeper page from its
+    recrawl and every new page from its first fetch. The test gives the same answer from the
+    recrawl's release to its end, since the interval is set only after the first fetch ended."""
+    return visited.recrawl_interval_ms is not None
 
 
 def adaptive_bounds_ms(request: CrawlRequest) -> tuple[int, int]:

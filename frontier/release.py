@@ -49,6 +49,7 @@ from frontier.records import (
     VisitedRecord,
     deadline_key,
 )
+from frontier.recrawl import is_recrawl
 from frontier.retry import normal_window
 from frontier.session import PartitionSession
 from schemas.canonical import url_fingerprint
@@ -225,7 +226,8 @@ def _may_lease(
     charges the budget."""
     if not depth_ordered(crawl.request):
         return True
-    if not may_lease_depth(entry.depth, session.lease_depth_limit(crawl.crawl_id)):
+    limit = None if is_recrawl(visited) else session.lease_depth_limit(crawl.crawl_id)
+    if not may_lease_depth(entry.depth, limit):
         return False
     account = session.account(crawl)
     if account is None or visited.charged:
@@ -304,6 +306,8 @@ def drop(session: PartitionSession, key: bytes, entry: QueuedUrl, counter: str) 
     session.dequeued(host_of(key))
     fingerprint = url_fingerprint(entry.url)
     visited = session.visited(entry.crawl_id, fingerprint)
+    if visited is None or not is_recrawl(visited):
+        session.unfinished(entry.crawl_id, entry.depth, -1)
     if visited is not None:
         record = session.record(entry.crawl_id)
         if record.account is not None and not visited.charged:
@@ -312,4 +316,3 @@ def drop(session: PartitionSession, key: bytes, entry: QueuedUrl, counter: str) 
         session.put_visited(entry.crawl_id, fingerprint, visited)
     session.count(entry.crawl_id, "queued", -1)
     session.count(entry.crawl_id, counter)
-    session.unfinished(entry.crawl_id, entry.depth, -1)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from frontier.budget import depth_counter, depth_ordered
-from frontier.records import REPORTS, SCORES, LeaseRecord, ReportWait, dump, report_key
+from frontier.records import REPORTS, SCORES, ReportWait, dump, report_key
 from frontier.session import PartitionSession
 from schemas.canonical import canonical_url, url_fingerprint
 from schemas.outcomes import FetchOutcome
@@ -30,10 +30,10 @@ from schemas.urls import ParseReport
 from streamcrawl.state import Table
 
 
-def expect_report(
-    session: PartitionSession, outcome: FetchOutcome, lease: LeaseRecord | None
-) -> None:
-    """An outcome said its page was sent: the lease's report is expected (once)."""
+def expect_report(session: PartitionSession, outcome: FetchOutcome, depth: int | None) -> None:
+    """An outcome said its page was sent: the lease's report is expected (once). ``depth``: the
+    depth the page holds unfinished until then; None for none (the lease was not open any more,
+    or it was a recrawl, `frontier.recrawl.is_recrawl`)."""
     crawl_id = outcome.crawl_id
     reports, key, wait = _lease_wait(session, crawl_id, outcome.lease_id)
     if wait is not None and wait.state != "early":
@@ -42,7 +42,6 @@ def expect_report(
     if wait is not None:
         reports.put(key, replace(wait, state="reported").encode())
         return
-    depth = None if lease is None else lease.depth
     reports.put(key, ReportWait(crawl_id, "waiting", depth).encode())
     session.count(crawl_id, "reports_waiting")
     if depth is not None:

@@ -29,6 +29,7 @@ from frontier.records import (
     pending_prefix,
     read_u64,
 )
+from frontier.recrawl import is_recrawl
 from frontier.session import NOTHING_DUE, PartitionSession
 from frontier.wire import decode_pending
 from schemas.canonical import url_fingerprint
@@ -111,7 +112,8 @@ def release_due(session: PartitionSession) -> None:
                 _give_up(session, entry.crawl_id, entry.depth, fingerprint, "dropped_cancelled")
             continue
         if not retry:
-            session.unfinished(entry.crawl_id, entry.depth, 1)
+            if not is_recrawl(visited):  # scheduled by an earlier version, which counted it
+                session.unfinished(entry.crawl_id, entry.depth, 1)
             session.count(entry.crawl_id, "recrawls")
         queued = QueuedUrl(
             entry.crawl_id,
@@ -123,7 +125,7 @@ def release_due(session: PartitionSession) -> None:
             visited.last_modified if not retry else None,
             visited.content_hash if not retry else None,
         )
-        requeue(session, crawl, queued, entry.host, visited, fingerprint)
+        requeue(session, crawl, queued, entry.host, visited, fingerprint, recrawl=not retry)
     session.timer_scanned(DELAYED, next_due)
 
 
@@ -153,9 +155,10 @@ def _give_up(
     counter: str | None,
 ) -> None:
     visited = session.visited(crawl_id, fingerprint)
+    if visited is None or not is_recrawl(visited):
+        session.unfinished(crawl_id, depth, -1)
     if visited is not None:
         visited.state = "dead"
         session.put_visited(crawl_id, fingerprint, visited)
     if counter is not None:
         session.count(crawl_id, counter)
-    session.unfinished(crawl_id, depth, -1)

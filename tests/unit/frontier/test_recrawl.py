@@ -156,3 +156,59 @@ def test_a_fixed_recrawl_comes_back_after_the_same_time_whatever_the_page_did(
     assert _gaps_minutes(fetched_at[f"{A}/static"]) == pytest.approx([60, 60, 60], abs=0.5)
     assert (sim.total("fx", "changed"), sim.total("fx", "unchanged")) == (3, 3)
     sim.close()
+
+
+def _answer(sim: Simulation, url: str) -> None:
+    [request] = [r for r in sim.held_fetches if r.url == url]
+    sim.held_fetches.remove(request)
+    sim.fetch(request)
+    sim.run()
+
+
+def test_recrawls_neither_wait_for_lower_depths_nor_hold_back_deeper_ones(tmp_path: Path) -> None:
+    """A depth-ordered crawl leases depth d+1 only once nothing of depth <= d is unfinished. Were
+    recrawls counted, a large crawl's lower depths, recrawled all the time, would keep every
+    deeper page from its recrawl and every new page from its first fetch."""
+    b, c = "https://b.example", "https://c.example"
+    site = {f"{A}/": [f"{b}/"], f"{b}/": [f"{c}/"], f"{c}/": []}
+    sim = Simulation(tmp_path, partitions=3, site=site)
+    request = _request(crawl_id="d", max_depth=3, same_domain="any", recrawl_interval_hours=1)
+    sim.start(request.model_copy(update={"politeness_delay_ms": 0}))
+    sim.settle(until=lambda: len(sim.fetches) == 3)
+    assert [f.depth for f in sim.fetches] == [0, 1, 2]
+    sim.auto_fetch = False
+    sim.clock.advance_ms(HOUR_MS)
+    sim.tick_all()
+    sim.run()
+    # The seed's recrawl is out at a fetcher; the deeper recrawls are leased all the same.
+    assert sorted(f.url for f in sim.held_fetches) == [f"{A}/", f"{b}/", f"{c}/"]
+    site[f"{c}/"] = [f"{c}/new"]  # c.example's page changed: a new link, first fetched now
+    _answer(sim, f"{c}/")
+    assert [f.url for f in sim.held_fetches if f.url == f"{c}/new"] == [f"{c}/new"]
+    assert sim.held_fetches[-1].depth == 3
+    for url in (f"{A}/", f"{b}/", f"{c}/new"):
+        _answer(sim, url)
+    counters = [sim.counters("d", p) for p in range(sim.partitions)]
+    unfinished = {k: v for c in counters for k, v in c.items() if k.startswith("unfinished_d")}
+    assert set(unfinished.values()) <= {0}, unfinished  # no recrawl left a count behind
+    sim.close()
+
+
+def test_a_busy_host_fetches_its_new_pages_before_its_recrawls(tmp_path: Path) -> None:
+    """A recrawl goes behind the URLs waiting for their first fetch (then first due first): put
+    back at its first place, the recrawls of a host that cannot keep up would take every fetch."""
+    site = {f"{A}/": [f"/p{n}" for n in range(6)]}
+    sim = Simulation(tmp_path, site=site, auto_fetch=False)
+    sim.start(_request(crawl_id="busy", recrawl_interval_hours=0.001, politeness_delay_ms=100))
+    sim.run()
+    _answer(sim, f"{A}/")  # its six links queued, two of them leased (a window of two)
+    sim.clock.advance_ms(4_000)  # the seed's recrawl is due: back in the queue
+    sim.tick_all()
+    while sim.held_fetches:
+        _answer(sim, sim.held_fetches[0].url)
+        if len(sim.fetches) >= 9:
+            break
+    order = [f.url for f in sim.fetches]
+    assert order[:7] == [f"{A}/", *(f"{A}/p{n}" for n in range(6))]
+    assert f"{A}/" in order[7:]
+    sim.close()
