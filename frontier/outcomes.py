@@ -179,7 +179,7 @@ def _fetched(
     changed = outcome.kind != "unchanged"
     if not changed:
         session.count(lease.crawl_id, "unchanged")
-    elif visited.recrawl_interval_ms is not None:  # a recrawl
+    elif is_recrawl(visited):
         session.count(lease.crawl_id, "changed")
     visited.etag = outcome.etag or visited.etag
     visited.last_modified = outcome.last_modified or visited.last_modified
