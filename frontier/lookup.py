@@ -32,7 +32,7 @@ from frontier.scope import ScopeRules, decide_new, host_scope
 from schemas.canonical import canonical_url, host_key, url_fingerprint
 from schemas.crawls import CrawlState
 from schemas.partitioning import partition_for_key
-from streamcrawl.state import StoreSource
+from streamcrawl.state import PartitionStore, StoreSource
 
 Waiting = Literal["retry", "recrawl"]
 
@@ -111,15 +111,12 @@ class UrlLookup:
         store = None if self._source is None else self._source.store(partition)
         if store is None:
             raise PartitionNotHeldError(partition, "is not held here")
-        try:
-            raw = store.get(VISITED, visited_key(crawl.crawl_id, url_fingerprint(canonical)))
-            visited = None if raw is None else VisitedRecord.decode(raw)
-            lease = None
-            if visited is not None and visited.state == "leased" and visited.lease_id:
-                lease_raw = store.get(LEASES, visited.lease_id.encode())
-                lease = None if lease_raw is None else LeaseRecord.decode(lease_raw)
-        except Exception as error:  # the loop closed the store mid-read (a rebalance)
-            raise PartitionNotHeldError(partition, f"just moved: {error}") from error
+        raw = _read(store, partition, VISITED, visited_key(crawl_id, url_fingerprint(canonical)))
+        visited = None if raw is None else VisitedRecord.decode(raw)
+        lease = None
+        if visited is not None and visited.state == "leased" and visited.lease_id:
+            lease_raw = _read(store, partition, LEASES, visited.lease_id.encode())
+            lease = None if lease_raw is None else LeaseRecord.decode(lease_raw)
         status = UrlStatus(
             crawl_id=crawl.crawl_id,
             url=canonical,
@@ -136,6 +133,15 @@ class UrlLookup:
         refuses it wherever it is found."""
         rules = ScopeRules.from_request(crawl.request, self._config.trap_limits)
         return decide_new(rules, host_scope(rules, host, 0, budget_left=True), canonical, 0)
+
+
+def _read(store: PartitionStore, partition: int, table: str, key: bytes) -> bytes | None:
+    """One value of the store; `PartitionNotHeldError` when the loop closed the store meanwhile
+    (the partition moved to another instance)."""
+    try:
+        return store.get(table, key)
+    except Exception as error:  # a closed store has no tables; rocksdict raises its own errors
+        raise PartitionNotHeldError(partition, f"just moved: {error}") from error
 
 
 def _known(visited: VisitedRecord, lease: LeaseRecord | None, base: UrlStatus) -> UrlStatus:
