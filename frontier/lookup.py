@@ -17,6 +17,8 @@ partition in `members`.
 A URL the crawl never admitted has no record. For it, the lookup says whether the crawl's scope
 rules that do not depend on where a link is found refuse it: domain, include and exclude
 patterns, and URL traps (`frontier.scope`). Depth and budgets depend on the page that links it.
+A crawl finished long enough ago has no records left at all (`frontier.purge`): the lookup says
+so instead.
 """
 
 from __future__ import annotations
@@ -27,7 +29,15 @@ from pydantic import BaseModel, ConfigDict
 
 from frontier.config import FrontierConfig
 from frontier.exceptions import FrontierError
-from frontier.records import LEASES, VISITED, LeaseRecord, UrlState, VisitedRecord, visited_key
+from frontier.records import (
+    CRAWL,
+    LEASES,
+    VISITED,
+    LeaseRecord,
+    UrlState,
+    VisitedRecord,
+    visited_key,
+)
 from frontier.scope import ScopeRules, decide_new, host_scope
 from schemas.canonical import canonical_url, host_key, url_fingerprint
 from schemas.crawls import CrawlState
@@ -80,6 +90,9 @@ class UrlStatus(BaseModel):
     scope: str | None = None
     """For a URL never admitted: the first scope rule that refuses it, or None when none of the
     rules independent of where it is found does."""
+    purged: bool = False
+    """The crawl is done or cancelled and this partition keeps none of its state: purged once
+    ``finished_crawl_retention_ms`` passed (`frontier.purge`), or it never had URLs here."""
 
 
 class UrlLookup:
@@ -125,7 +138,10 @@ class UrlLookup:
             admitted=visited is not None,
         )
         if visited is None:
-            return status.model_copy(update={"scope": self._refused_by(crawl, canonical, host)})
+            finished = crawl.status in ("done", "cancelled")
+            purged = finished and _read(store, partition, CRAWL, crawl_id.encode()) is None
+            scope = self._refused_by(crawl, canonical, host)
+            return status.model_copy(update={"scope": scope, "purged": purged})
         return _known(visited, lease, status)
 
     def _refused_by(self, crawl: CrawlState, canonical: str, host: str) -> str | None:

@@ -106,6 +106,13 @@ def status_lines(status: dict[str, Any], now_ms: float) -> list[str]:
         status["url"],
         f"crawl: {status['crawl_id']}  host: {status['host']}  partition: {status['partition']}",
     ]
+    if not status["admitted"] and status.get("purged"):
+        lines.append(
+            "not known: the crawl has finished and this frontier keeps none of its state on this "
+            "host's partition (purged after STREAMCRAWL_FRONTIER__FINISHED_CRAWL_RETENTION_MS, "
+            "7 days by default, or it never had URLs there)"
+        )
+        return lines
     if not status["admitted"]:
         refused = status.get("scope")
         if refused:

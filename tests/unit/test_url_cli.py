@@ -63,3 +63,5 @@ def test_a_url_never_admitted_says_why_when_the_scope_knows() -> None:
     assert trap[2].endswith("it looks like a crawler trap (trap_path_segments)")
     unseen = _lines(admitted=False)
     assert unseen[2].startswith("not admitted: no page of the crawl has linked it so far")
+    purged = _lines(admitted=False, purged=True)
+    assert purged[2].startswith("not known: the crawl has finished and this frontier keeps none")

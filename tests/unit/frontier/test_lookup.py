@@ -168,3 +168,20 @@ def test_a_partition_held_elsewhere_is_named(tmp_path: Path) -> None:
     with pytest.raises(PartitionNotHeldError):
         unattached.status("c", f"{A}/ok")
     sim.close()
+
+
+def test_a_finished_crawl_s_purged_state_is_said_to_be_gone(tmp_path: Path) -> None:
+    sim = Simulation(tmp_path, partitions=3, site={f"{A}/": ["/ok"]})
+    sim.start(CrawlRequest(crawl_id="old", seeds=[f"{A}/"], politeness_delay_ms=0))
+    sim.settle(until=lambda: sim.status("old") == "done")
+    lookup = _lookup(sim)
+    kept = lookup.status("old", f"{A}/ok")
+    assert kept is not None and (kept.state, kept.purged) == ("done", False)
+    unseen = lookup.status("old", f"{A}/never-linked")
+    assert unseen is not None and (unseen.admitted, unseen.purged) == (False, False)
+    sim.clock.advance_ms(sim.config.finished_crawl_retention_ms + sim.config.purge_interval_ms)
+    for _ in range(20):
+        sim.tick_all()
+    gone = lookup.status("old", f"{A}/ok")
+    assert gone is not None and (gone.admitted, gone.purged) == (False, True)
+    sim.close()
