@@ -67,16 +67,23 @@ def cmd_url(args: argparse.Namespace, settings: Settings) -> int:
 def ask_owner(
     frontiers: list[members.Member], urls_topic: str, crawl_id: str, url: str
 ) -> dict[str, Any]:
-    """The URL's status from the frontier holding its partition, asking any one first."""
-    first = frontiers[0]
-    try:
-        return _ask(first, crawl_id, url)
-    except ApiError as error:
-        if error.status != NOT_HELD_HERE or not isinstance(error.document, dict):
-            raise
-        partition = int(error.document["partition"])
+    """The URL's status from the frontier holding its partition, asking any one first (the next
+    when one does not answer at all: it may have died a moment ago and still look live)."""
+    asked: set[str] = set()
+    partition = None
+    for frontier in frontiers:
+        asked.add(frontier.instance)
+        try:
+            return _ask(frontier, crawl_id, url)
+        except ApiError as error:
+            if error.status == NOT_HELD_HERE and isinstance(error.document, dict):
+                partition = int(error.document["partition"])
+                break
+            if error.status is not None or frontier is frontiers[-1]:
+                raise
+    assert partition is not None  # every other way out of the loop returned or raised
     wanted = f"{urls_topic}:{partition}"
-    owners = [m for m in frontiers if wanted in m.partitions and m.instance != first.instance]
+    owners = [m for m in frontiers if wanted in m.partitions and m.instance not in asked]
     if not owners:
         raise StreamcrawlError(
             f"no live frontier holds partition {partition} of {urls_topic} now (it may be "
