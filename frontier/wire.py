@@ -6,8 +6,9 @@ frontier send) is parsed with orjson and checked field by field, a strict subset
 accepts; any other value (a ParseReport, a number where the model would coerce it, bad JSON, no
 value) goes through the pydantic model, which decides and words a dead-letter reason. Either way a
 DiscoveredUrls arrives as a :class:`ReceivedUrls`: the message's fields, its URLs as one list of
-strings and their priority hints beside them, so admission allocates nothing per URL before it
-canonicalises. `tests/unit/frontier/test_wire.py` feeds both paths the same values, good and bad.
+strings and their hints beside them (sitemap priorities and lastmod times), so admission
+allocates nothing per URL before it canonicalises. `tests/unit/frontier/test_wire.py` feeds both
+paths the same values, good and bad.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ KIND = "discovered_urls"
 
 @dataclass(slots=True)
 class ReceivedUrls:
-    """`DiscoveredUrls`' fields, validated; ``urls[i]``'s sitemap priority is ``priorities[i]``,
-    and ``priorities`` is None when no URL has one (the common case)."""
+    """`DiscoveredUrls`' fields, validated; ``urls[i]``'s sitemap priority is ``priorities[i]``
+    and its lastmod ``modified_at[i]``, each list None when no URL has one (the common case)."""
 
     v: int
     crawl_id: str
@@ -42,11 +43,13 @@ class ReceivedUrls:
     part: int
     parts: int
     origin: str | None
+    modified_at: list[int | None] | None = None
 
     @classmethod
     def of(cls, message: DiscoveredUrls) -> ReceivedUrls:
         """The model's fields as received ones (the decoder's fallback, seeds in tests)."""
         hints = [item.priority for item in message.urls]
+        modified = [item.modified_at for item in message.urls]
         return cls(
             message.v,
             message.crawl_id,
@@ -60,19 +63,17 @@ class ReceivedUrls:
             message.part,
             message.parts,
             message.origin,
+            None if all(time is None for time in modified) else modified,
         )
 
     def to_json(self) -> bytes:
         """DiscoveredUrls JSON (what `pending` stores): `decode_urls` reads it back."""
-        hints = self.priorities
-        urls: list[dict[str, Any]] = (
-            [{"url": url} for url in self.urls]
-            if hints is None
-            else [
-                {"url": url} if hint is None else {"url": url, "priority": hint}
-                for url, hint in zip(self.urls, hints, strict=True)
-            ]
-        )
+        urls: list[dict[str, Any]] = [{"url": url} for url in self.urls]
+        for name, hints in (("priority", self.priorities), ("modified_at", self.modified_at)):
+            if hints is not None:
+                for item, hint in zip(urls, hints, strict=True):
+                    if hint is not None:
+                        item[name] = hint
         return orjson.dumps(
             {
                 "kind": KIND,
@@ -159,6 +160,7 @@ def _checked(fields: dict[str, Any]) -> ReceivedUrls | None:
     if not all(type(url) is str for url in urls):
         return None
     priorities: list[float | None] | None = None
+    modified: list[int | None] | None = None
     if not all(len(item) == 1 for item in items):  # a version, a hint or an unknown field
         versions = [item.get("v", 1) for item in items]
         if not all(type(version) is int and version >= 1 for version in versions):
@@ -168,6 +170,14 @@ def _checked(fields: dict[str, Any]) -> ReceivedUrls | None:
             return None
         if all(hint is None for hint in priorities):
             priorities = None
+        modified = [item.get("modified_at") for item in items]
+        if not all(
+            time is None or (type(time) is int and 0 <= time <= MAX_EPOCH_MILLIS)
+            for time in modified
+        ):
+            return None
+        if all(time is None for time in modified):
+            modified = None
     return ReceivedUrls(
         v,
         crawl_id,
@@ -181,4 +191,5 @@ def _checked(fields: dict[str, Any]) -> ReceivedUrls | None:
         part,
         parts,
         origin,
+        modified,
     )

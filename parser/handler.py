@@ -51,7 +51,7 @@ from parser.extract import (
     is_nofollow,
 )
 from parser.settings import ParserSettings
-from parser.sitemaps import Sitemap, is_gzip, parse_sitemap
+from parser.sitemaps import Sitemap, SitemapEntry, is_gzip, parse_sitemap
 from schemas import links as links_topic
 from schemas import urls as urls_topic
 from schemas.canonical import canonical_url, host_key
@@ -76,7 +76,7 @@ _SITEMAP_SUFFIXES = (".xml", ".xml.gz")
 _SITEMAP_ROOTS = (b"<urlset", b"<sitemapindex", b":urlset", b":sitemapindex")
 _SNIFF_BYTES = 2048
 
-_UrlItem = dict[str, str | float | None]
+_UrlItem = dict[str, str | float | int | None]
 """A DiscoveredUrl as a dict: validated with its message in one call, which is much cheaper."""
 
 
@@ -184,11 +184,19 @@ class PageParser:
             max_urls=self.settings.max_sitemap_urls,
         )
         targets: list[tuple[str, _UrlItem]] = [
-            (canonical_host_key(entry.url), {"url": entry.url, "priority": entry.priority})
+            (canonical_host_key(entry.url), _sitemap_item(entry))
             for entry in sitemap.entries
             if entry.url != output.from_url
         ]
         return output.result("sitemap", targets=targets, error=sitemap.error, sitemap=sitemap)
+
+
+def _sitemap_item(entry: SitemapEntry) -> _UrlItem:
+    """A sitemap entry as a DiscoveredUrl, its hints given only when the sitemap has them."""
+    item: _UrlItem = {"url": entry.url, "priority": entry.priority}
+    if entry.modified_at is not None:
+        item["modified_at"] = entry.modified_at
+    return item
 
 
 def content_type_of(page: FetchedPage) -> str:

@@ -18,7 +18,10 @@ the input, whatever its shape.
 
 Every ``<loc>`` is resolved against the sitemap's URL (the protocol wants absolute URLs; a relative
 one is resolved, not refused) and canonicalised; invalid ones and repeats are counted, not
-returned. ``<priority>`` is a float in 0..1, anything else is None. Only a ``<loc>`` that is a
+returned. ``<priority>`` is a float in 0..1, anything else is None. ``<lastmod>`` is a W3C
+datetime (``2026-12-07``, ``2026-12-07T10:30:00+01:00``, ``2026-12-07T09:30Z``; a year or a month
+alone too), read as epoch milliseconds, UTC where no zone is given; anything else, or a time
+before 1970, is None. Only a ``<loc>`` that is a
 direct child of ``<url>`` or ``<sitemap>`` counts, so image and video extensions
 (``<image:loc>``) are not taken for pages.
 """
@@ -29,6 +32,7 @@ import math
 import re
 import zlib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from lxml import etree
@@ -60,6 +64,8 @@ class SitemapEntry:
     url: str
     priority: float | None
     is_sitemap: bool
+    modified_at: int | None = None
+    """Its ``<lastmod>``, epoch milliseconds."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +168,7 @@ class _SitemapReader:
         self._entry: Any = None
         self._loc: str | None = None
         self._priority: float | None = None
+        self._modified_at: int | None = None
 
     def read(self, data: bytes) -> str | None:
         """Feed the whole document; returns libxml2's complaint when it could not make a tree."""
@@ -201,6 +208,7 @@ class _SitemapReader:
                     self.kind = _ROOT_KINDS.get(name, "unknown")
                 elif self._entry is None and name in _ENTRY_TAGS:
                     self._entry, self._loc, self._priority = element, None, None
+                    self._modified_at = None
             elif self._entry is not None:
                 self._end_inside_entry(name, element)
             elif element.getparent() is None:
@@ -219,6 +227,8 @@ class _SitemapReader:
                 self._loc = (element.text or "").strip()
             elif name == "priority":
                 self._priority = _priority(element.text)
+            elif name == "lastmod":
+                self._modified_at = lastmod_ms(element.text)
 
     def _finish_entry(self, is_sitemap: bool) -> None:
         if self.kind == "unknown" or is_sitemap != (self.kind == "sitemapindex"):
@@ -233,7 +243,27 @@ class _SitemapReader:
         else:
             self._seen.add(url)
             priority = None if is_sitemap else self._priority
-            self.entries.append(SitemapEntry(url, priority, is_sitemap))
+            self.entries.append(SitemapEntry(url, priority, is_sitemap, self._modified_at))
+
+
+_YEAR_OR_MONTH = re.compile(r"^(\d{4})(?:-(\d{2}))?$")
+
+
+def lastmod_ms(text: str | None) -> int | None:
+    """A ``<lastmod>`` (W3C datetime) as epoch milliseconds; None when it is not one."""
+    value = (text or "").strip()
+    short = _YEAR_OR_MONTH.match(value)
+    try:
+        if short is not None:
+            moment = datetime(int(short[1]), int(short[2] or 1), 1, tzinfo=UTC)
+        else:
+            moment = datetime.fromisoformat(value)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    millis = round(moment.timestamp() * 1000)
+    return millis if millis >= 0 else None
 
 
 def _priority(text: str | None) -> float | None:

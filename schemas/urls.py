@@ -29,6 +29,9 @@ class DiscoveredUrl(InternalModel):
     url: str
     priority: float | None = None
     """A hint from the source (a sitemap's <priority>), 0.0 to 1.0."""
+    modified_at: EpochMillis | None = None
+    """When the source says the page last changed (a sitemap's <lastmod>): a recrawling crawl
+    fetches again at once a page last fetched before that."""
 
 
 class DiscoveredUrls(InternalModel):

@@ -28,6 +28,14 @@ MESSAGE = DiscoveredUrls(
 HINTED = MESSAGE.model_copy(
     update={"urls": [DiscoveredUrl(url="https://a.example/s", priority=0.8), *MESSAGE.urls]}
 )
+MODIFIED = MESSAGE.model_copy(
+    update={
+        "urls": [
+            *MESSAGE.urls,
+            DiscoveredUrl(url="https://a.example/m", priority=0.5, modified_at=1_796_601_600_000),
+        ]
+    }
+)
 
 
 def fields(message: DiscoveredUrls = MESSAGE, **changed: Any) -> dict[str, Any]:
@@ -40,7 +48,7 @@ def same(received: ReceivedUrls, model: DiscoveredUrls) -> bool:
     return received == ReceivedUrls.of(model)
 
 
-@pytest.mark.parametrize("message", [MESSAGE, HINTED])
+@pytest.mark.parametrize("message", [MESSAGE, HINTED, MODIFIED])
 def test_what_the_services_send_takes_the_strict_path_and_decodes_as_the_model(
     message: DiscoveredUrls,
 ) -> None:
@@ -58,6 +66,12 @@ def test_hints_are_kept_beside_the_urls_and_left_out_when_none() -> None:
     assert decoded.priorities == [0.8, None, None]
     plain = decode_urls(orjson.dumps(fields(urls=[{"url": "u", "priority": None}, {"url": "w"}])))
     assert isinstance(plain, ReceivedUrls) and plain.priorities is None
+    assert plain.modified_at is None
+    modified = decode_urls(encode(MODIFIED))
+    assert isinstance(modified, ReceivedUrls)
+    assert modified.modified_at == [None, None, 1_796_601_600_000]
+    assert modified.priorities == [None, None, 0.5]
+    assert decode_urls(modified.to_json()) == modified  # what `pending` keeps
 
 
 @pytest.mark.parametrize(
@@ -80,6 +94,8 @@ def test_hints_are_kept_beside_the_urls_and_left_out_when_none() -> None:
         fields(v=True),
         fields(urls=[{"url": "u", "v": "2"}]),
         fields(urls=[{"url": "u", "v": 2, "priority": 0.1}, {"url": "w", "v": 1}]),
+        fields(urls=[{"url": "u", "modified_at": 5.0}]),  # lax: a whole float is an int
+        fields(urls=[{"url": "u", "modified_at": "5"}]),
     ],
 )
 def test_values_decode_as_the_model_decodes_them(value: dict[str, Any]) -> None:
@@ -123,6 +139,8 @@ BAD = [
     orjson.dumps(fields(urls=[{"url": None}])),
     orjson.dumps(fields(urls=[{"url": "u", "priority": "high"}])),
     orjson.dumps(fields(urls=[{"url": "u", "priority": [0.5]}])),
+    orjson.dumps(fields(urls=[{"url": "u", "modified_at": -1}])),
+    orjson.dumps(fields(urls=[{"url": "u", "modified_at": "yesterday"}])),
     orjson.dumps(fields(urls=[{"url": "u"}, [1]])),
     b'{"kind":"discovered_urls","crawl_id":"c","host":"h","depth":1,"discovered_at":1,'
     b'"urls":[{"url":"\\ud800"}]}',  # a lone surrogate

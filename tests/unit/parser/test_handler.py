@@ -204,6 +204,7 @@ def test_sitemaps_are_routed_by_type_suffix_or_content(
     urls = discovered[0].value
     assert isinstance(urls, DiscoveredUrls)
     assert (urls.urls[0].url, urls.urls[0].priority) == ("https://www.example.com/", 1.0)
+    assert urls.urls[0].modified_at == 1_735_689_600_000  # <lastmod>2025-01-01</lastmod>
     assert urls.depth == 2 and urls.source_url == url
 
 

@@ -114,6 +114,29 @@ def test_priority(text: str, priority: float | None) -> None:
     assert sitemap.entries[0].priority == priority
 
 
+@pytest.mark.parametrize(
+    ("text", "modified_at"),
+    [
+        ("2026-12-07", 1_796_601_600_000),
+        ("2026-12-07T10:30:00+01:00", 1_796_635_800_000),
+        ("2026-12-07T09:30Z", 1_796_635_800_000),
+        ("2026-12-07T09:30:00.250Z", 1_796_635_800_250),
+        ("2026-12-07T09:30:00", 1_796_635_800_000),  # no zone: UTC
+        (" 2026 ", 1_767_225_600_000),
+        ("2026-05", 1_777_593_600_000),
+        ("2026-13-01", None),
+        ("1969-12-31", None),
+        ("yesterday", None),
+        ("", None),
+    ],
+)
+def test_lastmod(text: str, modified_at: int | None) -> None:
+    sitemap = parse_sitemap(
+        urlset(f"<loc>https://a.example/</loc><lastmod>{text}</lastmod>"), SITEMAP_URL
+    )
+    assert sitemap.entries[0].modified_at == modified_at
+
+
 def test_bare_ampersands_survive() -> None:
     sitemap = parse_sitemap(urlset("<loc>https://a.example/?b=2&a=1&amp;c=3</loc>"), SITEMAP_URL)
     assert sitemap.entries[0].url == "https://a.example/?a=1&b=2&c=3"
