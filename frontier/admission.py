@@ -37,13 +37,16 @@ from frontier.budget import depth_counter, depth_ordered
 from frontier.priority import PrioritySignals, encode_priority, queue_key
 from frontier.queues import QueuedUrl, crawl_queue_prefix, encode_new_entries, new_entry_head
 from frontier.records import (
+    DELAYED,
     HOST_PAGES,
     PENDING,
     QUEUE,
     RECEIVED,
     SCORES,
     VISITED,
+    DelayedEntry,
     VisitedRecord,
+    delayed_key,
     host_pages_key,
     peek_depth,
     pending_key,
@@ -53,7 +56,7 @@ from frontier.records import (
     u64,
     visited_prefix,
 )
-from frontier.recrawl import is_recrawl
+from frontier.recrawl import is_recrawl, waiting_for_recrawl
 from frontier.scope import HostScope, ScopeRules, decide_new, host_scope
 from frontier.session import PartitionSession
 from frontier.traps import check_traps
@@ -135,6 +138,7 @@ def _admit_urls(
     stored = dict(zip(maybe, session.table(VISITED).get_many(maybe), strict=True)) if maybe else {}
     intake = _Intake(session, crawl, message)
     admit = intake.admit
+    modified, recrawls = message.modified_at, crawl.request.recrawl_interval_hours is not None
     handled: set[bytes] = set()
     duplicates = 0
     for (index, canonical, key), digest in zip(candidates, digests, strict=True):
@@ -153,6 +157,9 @@ def _admit_urls(
                 ordinal = _ORDINAL.pack(intake.rank, intake.part, min(index, _MAX_U32))
                 visited = VisitedRecord.decode(raw)
                 _maybe_lower_depth(session, crawl, visited, fingerprint, host, depth, ordinal)
+            elif recrawls and modified is not None and (changed_at := modified[index]):
+                fingerprint = key[len(prefix) :]
+                _recrawl_if_modified(session, crawl, raw, fingerprint, canonical, host, changed_at)
             duplicates += 1
         handled.add(key)
     if duplicates:
@@ -362,6 +369,34 @@ def source_rank(session: PartitionSession, crawl_id: str, source_url: str | None
         if source is not None and source.rank is not None:
             return source.rank
     return session.next_sequence()
+
+
+def _recrawl_if_modified(
+    session: PartitionSession,
+    crawl: CrawlState,
+    raw: bytes,
+    fingerprint: bytes,
+    url: str,
+    host: str,
+    modified_at: int,
+) -> None:
+    """A sitemap says the page changed (``<lastmod>``) after its last fetch: its recrawl comes
+    now, not when its interval ends. Its old `delayed` entry is left to be passed over
+    (`frontier.recrawl.superseded`). A URL queued or leased is fetched soon anyway, and one
+    waiting for a retry keeps its backoff."""
+    visited = VisitedRecord.decode(raw)
+    due, interval = visited.due_ms, visited.recrawl_interval_ms
+    if not waiting_for_recrawl(visited) or due is None or interval is None:
+        return
+    now = session.now_ms
+    if modified_at <= due - interval or due <= now:  # not changed since, or due already
+        return
+    entry = DelayedEntry("recrawl", crawl.crawl_id, url, host, visited.depth)
+    session.table(DELAYED).put(delayed_key(now, session.next_sequence()), entry.encode())
+    session.timer_added(DELAYED, now)
+    visited.due_ms = now
+    session.put_visited(crawl.crawl_id, fingerprint, visited)
+    session.count(crawl.crawl_id, "recrawls_by_lastmod")
 
 
 def _maybe_lower_depth(

@@ -38,6 +38,7 @@ from frontier.records import (
     VisitedRecord,
     visited_key,
 )
+from frontier.recrawl import waiting_for_recrawl
 from frontier.scope import ScopeRules, decide_new, host_scope
 from schemas.canonical import canonical_url, host_key, url_fingerprint
 from schemas.crawls import CrawlState
@@ -162,6 +163,7 @@ def _read(store: PartitionStore, partition: int, table: str, key: bytes) -> byte
 
 def _known(visited: VisitedRecord, lease: LeaseRecord | None, base: UrlStatus) -> UrlStatus:
     waiting = visited.state == "waiting"
+    waiting_for = "recrawl" if waiting_for_recrawl(visited) else "retry"
     fields = {
         "state": visited.state,
         "depth": visited.depth,
@@ -172,15 +174,8 @@ def _known(visited: VisitedRecord, lease: LeaseRecord | None, base: UrlStatus) -
         "content_hash": visited.content_hash,
         "recrawl_interval_ms": visited.recrawl_interval_ms,
         "due_ms": visited.due_ms if waiting else None,
-        "waiting_for": _waiting_for(visited) if waiting else None,
+        "waiting_for": waiting_for if waiting else None,
         "lease_id": None if lease is None else lease.lease_id,
         "lease_deadline_ms": None if lease is None else lease.deadline_ms,
     }
     return base.model_copy(update=fields)
-
-
-def _waiting_for(visited: VisitedRecord) -> Waiting:
-    """A URL waits for a recrawl after a fetch (its latest outcome a status below 400), and for a
-    retry after a retryable outcome (429, 5xx, a timeout, a network error)."""
-    outcome = visited.outcome or ""
-    return "recrawl" if outcome.isdigit() and int(outcome) < 400 else "retry"

@@ -8,7 +8,8 @@ now_ms)``: strictly increasing, and still increasing after a crash that lost the
 Counters (cumulative unless marked gauge): ``discovered``, ``admitted``, ``duplicate``,
 ``lower_depth``, ``rejected_<reason>``, ``queued`` (gauge), ``leased`` (gauge), ``delayed`` (gauge:
 retries waiting for their backoff), ``recrawl_scheduled`` (gauge), ``recrawls``, ``leases``,
-``fetched``, ``changed`` and ``unchanged`` (what recrawls found), ``failed``, ``retried``,
+``fetched``, ``changed`` and ``unchanged`` (what recrawls found), ``recrawls_by_lastmod``
+(recrawls a sitemap's lastmod brought forward), ``failed``, ``retried``,
 ``dead``, ``expired``, ``redirects``, ``dropped_cancelled``, ``outcomes_ignored``,
 ``reports_expected``, ``reports_admitted``, ``reports_repeated``,
 ``reports_waiting`` (gauge), ``discovered_messages_announced``, ``discovered_messages_admitted``,

@@ -24,6 +24,11 @@ were stale for less time (1.3 h against 1.7 h on average). Where every page chan
 adaptive interval spends half the fetches of the crawl's fixed one, and its pages stay stale
 longer (tests/bench/RESULTS.md, session 43). Wider bounds save more fetches on pages that never
 change and spend more on busy ones, but a page with a long interval shows its changes late.
+
+A sitemap can say sooner: a URL found again in a sitemap whose ``<lastmod>`` is later than the
+URL's last fetch is recrawled at once (`frontier.admission`, counted ``recrawls_by_lastmod``). The
+`delayed` entry of the recrawl it replaces stays, and is passed over when it comes due
+(:func:`superseded`).
 """
 
 from __future__ import annotations
@@ -65,6 +70,24 @@ def is_recrawl(visited: VisitedRecord) -> bool:
     recrawl and every new page from its first fetch. The test gives the same answer from the
     recrawl's release to its end, since the interval is set only after the first fetch ended."""
     return visited.recrawl_interval_ms is not None
+
+
+def waiting_for_recrawl(visited: VisitedRecord) -> bool:
+    """Whether a ``waiting`` URL waits for its recrawl, not for a retry: it waits for a recrawl
+    after a fetch (its latest outcome a status below 400), for a retry after a retryable outcome
+    (429, 5xx, a timeout, a network error)."""
+    outcome = visited.outcome or ""
+    return visited.state == "waiting" and outcome.isdigit() and int(outcome) < 400
+
+
+def superseded(visited: VisitedRecord, due_ms: int) -> bool:
+    """Whether a `delayed` entry due at ``due_ms`` is not the URL's any more: the URL no longer
+    waits, or waits for another time (a sitemap brought its recrawl forward,
+    `frontier.admission`). Only a waiting URL has an entry there, and its record says when it
+    is due (a record from before due times were kept says nothing: the entry is its own)."""
+    if visited.state != "waiting":
+        return True
+    return visited.due_ms is not None and visited.due_ms != due_ms
 
 
 def adaptive_bounds_ms(request: CrawlRequest) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from frontier.records import (
     pending_prefix,
     read_u64,
 )
-from frontier.recrawl import is_recrawl
+from frontier.recrawl import is_recrawl, superseded
 from frontier.session import NOTHING_DUE, PartitionSession
 from frontier.wire import decode_pending
 from schemas.canonical import url_fingerprint
@@ -103,9 +103,11 @@ def release_due(session: PartitionSession) -> None:
         table.delete(key)
         entry = DelayedEntry.decode(raw)
         retry = entry.kind == "retry"
-        session.count(entry.crawl_id, "delayed" if retry else "recrawl_scheduled", -1)
         fingerprint = url_fingerprint(entry.url)
         visited = session.visited(entry.crawl_id, fingerprint)
+        if visited is not None and superseded(visited, due):
+            continue  # its recrawl was brought forward and went then (nothing counted it twice)
+        session.count(entry.crawl_id, "delayed" if retry else "recrawl_scheduled", -1)
         crawl = session.crawl_state(entry.crawl_id)
         if visited is None or crawl is None or crawl.status == "cancelled":
             if retry:

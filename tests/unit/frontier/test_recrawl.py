@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from frontier.recrawl import HOUR_MS, adaptive_bounds_ms, recrawl_interval_ms
 from schemas.fetch import FetchRequest
 from schemas.seeds import CrawlRequest
+from schemas.urls import DiscoveredUrl, DiscoveredUrls
 from tests.unit.frontier.simulation import Simulation
 
 A = "https://a.example"
@@ -211,4 +212,52 @@ def test_a_busy_host_fetches_its_new_pages_before_its_recrawls(tmp_path: Path) -
     order = [f.url for f in sim.fetches]
     assert order[:7] == [f"{A}/", *(f"{A}/p{n}" for n in range(6))]
     assert f"{A}/" in order[7:]
+    sim.close()
+
+
+def _sitemap_says(sim: Simulation, crawl_id: str, url: str, modified_at: int) -> None:
+    """A DiscoveredUrls as the parser sends a sitemap's entry with a <lastmod>."""
+    message = DiscoveredUrls(
+        crawl_id=crawl_id,
+        host="a.example",
+        depth=1,
+        source_url=f"{A}/sitemap.xml",
+        discovered_at=sim.clock.now_ms(),
+        urls=[DiscoveredUrl(url=url, modified_at=modified_at)],
+        origin=f"sitemap-{modified_at}",
+    )
+    sim.inject(sim.topics.urls, "a.example", message)
+    sim.run()
+    sim.tick_all()
+    sim.run()
+
+
+def test_a_sitemap_lastmod_after_the_last_fetch_brings_the_recrawl_forward(
+    tmp_path: Path,
+) -> None:
+    def versions(request: FetchRequest, attempt: int) -> dict[str, Any]:
+        return {"content_hash": f"version-{attempt}"}
+
+    sim = Simulation(tmp_path, site={f"{A}/": ["/page"]}, script=versions)
+    sim.start(_request(crawl_id="lm", recrawl_interval_hours=24, politeness_delay_ms=0))
+    sim.settle(until=lambda: len(sim.fetches) == 2)
+    fetched_at = sim.clock.now_ms()
+    page = f"{A}/page"
+    sim.clock.advance_ms(2 * HOUR_MS)
+    _sitemap_says(sim, "lm", page, fetched_at - HOUR_MS)  # changed before the fetch: nothing
+    assert sim.fetched_urls("lm").count(page) == 1
+    _sitemap_says(sim, "lm", page, fetched_at + HOUR_MS)  # changed since: recrawled now
+    assert sim.fetched_urls("lm").count(page) == 2
+    assert (sim.fetches[-1].url, sim.fetches[-1].content_hash) == (page, "version-1")
+    assert sim.total("lm", "recrawls_by_lastmod") == 1
+    _sitemap_says(sim, "lm", page, fetched_at + HOUR_MS)  # the same news again: nothing more
+    assert sim.fetched_urls("lm").count(page) == 2
+    # The recrawl it replaced comes due and is passed over; the next one is 24 h after the early
+    # one.
+    _run_for(sim, hours=22.5, step_ms=MINUTE_MS)
+    assert sim.fetched_urls("lm").count(page) == 2
+    _run_for(sim, hours=2, step_ms=MINUTE_MS)
+    assert sim.fetched_urls("lm").count(page) == 3
+    assert sim.total("lm", "recrawl_scheduled") == 2  # the seed and the page, each once
+    assert sim.total("lm", "recrawls") == 2 + 1  # both at 24 h, and the page's early one
     sim.close()
