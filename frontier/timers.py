@@ -114,8 +114,8 @@ def release_due(session: PartitionSession) -> None:
                 _give_up(session, entry.crawl_id, entry.depth, fingerprint, "dropped_cancelled")
             continue
         if not retry:
-            if not is_recrawl(visited):  # scheduled by an earlier version, which counted it
-                session.unfinished(entry.crawl_id, entry.depth, 1)
+            if not is_recrawl(visited):  # an earlier version's record, without an interval:
+                session.unfinished(entry.crawl_id, entry.depth, 1)  # counted as it counted
             session.count(entry.crawl_id, "recrawls")
         queued = QueuedUrl(
             entry.crawl_id,
