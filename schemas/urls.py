@@ -29,9 +29,10 @@ class DiscoveredUrl(InternalModel):
     url: str
     priority: float | None = None
     """A hint from the source (a sitemap's <priority>), 0.0 to 1.0."""
-    modified_at: EpochMillis | None = None
+    modified_at: EpochMillis | None = Field(default=None, exclude_if=lambda time: time is None)
     """When the source says the page last changed (a sitemap's <lastmod>): a recrawling crawl
-    fetches again at once a page last fetched before that."""
+    fetches again at once a page last fetched before that. Left out of the JSON when absent: a
+    page's links carry none, and every one would pay its bytes on `urls`."""
 
 
 class DiscoveredUrls(InternalModel):
