@@ -15,8 +15,9 @@ every progress interval (`FrontierHandler.on_tick`):
 - ``oldest_ready_url_age_seconds``: how long the host that has been ready longest has waited to
   be released (0 when none waits): a release loop that falls behind shows here;
 - ``crawl_urls{crawl_id,counter}``: per crawl not yet done or cancelled, the counters ``discovered,
-  admitted, queued, leased, fetched, failed, dead`` of this instance's partitions; a crawl's
-  series are removed once it finishes, so the label set stays bounded.
+  admitted, queued, leased, fetched, failed, dead`` and, for what its recrawls found, ``changed,
+  unchanged`` of this instance's partitions; a crawl's series are removed once it finishes, so the
+  label set stays bounded.
 
 No label names a URL or a host. Metrics register once per registry (the default one in production,
 where the side server's ``/metrics`` serves them); tests pass a registry of their own.
@@ -31,7 +32,17 @@ from weakref import WeakKeyDictionary
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
 PREFIX = "streamcrawl_frontier"
-CRAWL_COUNTERS = ("discovered", "admitted", "queued", "leased", "fetched", "failed", "dead")
+CRAWL_COUNTERS = (
+    "discovered",
+    "admitted",
+    "queued",
+    "leased",
+    "fetched",
+    "failed",
+    "dead",
+    "changed",
+    "unchanged",
+)
 REJECTED = "rejected_"
 
 Increment = Callable[[float], None]

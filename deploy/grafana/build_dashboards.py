@@ -511,6 +511,17 @@ def per_crawl() -> dict[str, Any]:
                 )
             ],
         ),
+        timeseries(
+            "Recrawls: page changed or unchanged",
+            [
+                target(
+                    "sum by (counter) (deriv(streamcrawl_frontier_crawl_urls"
+                    f'{{{CRAWL},counter=~"changed|unchanged"}}[{RATE}]))',
+                    "{{counter}}",
+                )
+            ],
+            "reqps",
+        ),
     ]
     context = [fetcher_row()[0], fetcher_row()[2], frontier_row()[4]]
     for panel in context:

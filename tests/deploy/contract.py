@@ -100,7 +100,17 @@ SERVICE: dict[str, list[Family]] = {
 LINK_GRAPH_INDEXES = frozenset({"forward", "reverse", "anchors", "nodes"})
 FETCH_STATUS_CLASSES = frozenset({"2xx", "3xx", "4xx", "5xx", "none"})
 CRAWL_COUNTERS = frozenset(
-    {"discovered", "admitted", "queued", "leased", "fetched", "failed", "dead"}
+    {
+        "discovered",
+        "admitted",
+        "queued",
+        "leased",
+        "fetched",
+        "failed",
+        "dead",
+        "changed",
+        "unchanged",
+    }
 )
 
 
