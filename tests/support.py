@@ -38,6 +38,10 @@ from streamcrawl.topics import create_topics
 REPO = Path(__file__).resolve().parents[1]
 
 
+CRAWLER_ENV = {"fetcher": {"STREAMCRAWL_FETCHER__ALLOWED_NETWORKS": '["127.0.0.0/8"]'}}
+"""What `Deployment.start_crawler` gives each role: the fetcher reaches the tests' local sites."""
+
+
 @dataclass
 class Deployment:
     """One isolated deployment on the session broker: its own topic prefix and state dirs."""
@@ -89,6 +93,14 @@ class Deployment:
     def start(self, role: str, logs: Path, **extra: str) -> ServiceProcess:
         """The role's service as instance `ROLE-1`, its output in `logs/ROLE.log`."""
         return ServiceProcess(role, self.env(f"{role}-1", **extra), logs / f"{role}.log").start()
+
+    def start_crawler(self, logs: Path, **extra: dict[str, str]) -> list[ServiceProcess]:
+        """A frontier, a fetcher allowed to reach 127.0.0.1 (the tests' sites) and a parser, as
+        `start` starts them; ``extra`` is each role's further environment (``fetcher={...}``)."""
+        return [
+            self.start(role, logs, **{**CRAWLER_ENV.get(role, {}), **extra.get(role, {})})
+            for role in ("frontier", "fetcher", "parser")
+        ]
 
     def publish_crawl(self, request: CrawlRequest) -> None:
         """The request on `seeds`, keyed by its crawl id, as `streamcrawl seed` sends it."""

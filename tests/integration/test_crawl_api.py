@@ -101,17 +101,11 @@ def test_a_seed_004_request_through_the_api_runs_to_done(
     deployment = Deployment(kafka_bootstrap, tmp_path)
     deployment.create(ALL_TOPICS)
     port = free_port()
-    extra = {
-        "frontier": {
-            "STREAMCRAWL_FRONTIER__API_PORT": str(port),
-            "STREAMCRAWL_FRONTIER__API_TOKEN": TOKEN,
-        },
-        "fetcher": {"STREAMCRAWL_FETCHER__ALLOWED_NETWORKS": '["127.0.0.0/8"]'},
+    api_env = {
+        "STREAMCRAWL_FRONTIER__API_PORT": str(port),
+        "STREAMCRAWL_FRONTIER__API_TOKEN": TOKEN,
     }
-    for role in ("frontier", "fetcher", "parser"):
-        env = deployment.env(f"{role}-1", **extra.get(role, {}))
-        log = deployment.root / "logs" / f"{role}.log"
-        started.append(ServiceProcess(role, env, log).start())
+    started.extend(deployment.start_crawler(deployment.root / "logs", frontier=api_env))
     api = Api(port)
     wait_until(api.answers, 90, "the frontier's API answering", started)
 

@@ -69,11 +69,7 @@ def test_an_adaptive_recrawl_fetches_the_changing_page_sooner_and_the_others_lat
 ) -> None:
     deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
     deployment.create(ALL_TOPICS)
-    fetcher = {"STREAMCRAWL_FETCHER__ALLOWED_NETWORKS": '["127.0.0.0/8"]'}
-    for role in ("frontier", "fetcher", "parser"):
-        started.append(
-            deployment.start(role, tmp_path / "logs", **(fetcher if role == "fetcher" else {}))
-        )
+    started.extend(deployment.start_crawler(tmp_path / "logs"))
     request = CrawlRequest(
         seeds=[site.url("/")],
         max_depth=1,

@@ -53,14 +53,8 @@ def test_urls_behind_an_unreachable_robots_txt_wait_for_it_and_are_crawled(
 ) -> None:
     deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
     deployment.create(ALL_TOPICS)
-    extra = {
-        "fetcher": {
-            "STREAMCRAWL_FETCHER__ALLOWED_NETWORKS": '["127.0.0.0/8"]',
-            "STREAMCRAWL_FETCHER__ROBOTS__ERROR_TTL_S": "2",
-        }
-    }
-    for role in ("frontier", "fetcher", "parser"):
-        started.append(deployment.start(role, tmp_path / "logs", **extra.get(role, {})))
+    robots_ttl = {"STREAMCRAWL_FETCHER__ROBOTS__ERROR_TTL_S": "2"}
+    started.extend(deployment.start_crawler(tmp_path / "logs", fetcher=robots_ttl))
     request = CrawlRequest(seeds=[site.url("/")], max_depth=1, politeness_delay_ms=0)
     deployment.publish_crawl(request)
     reports = TopicReader(deployment.bootstrap, deployment.topic("outcomes"))

@@ -56,14 +56,7 @@ def site() -> Iterator[LocalSite]:
 
 
 def run_stack(deployment: Deployment, started: list[ServiceProcess]) -> None:
-    extra = {"fetcher": {"STREAMCRAWL_FETCHER__ALLOWED_NETWORKS": '["127.0.0.0/8"]'}}
-    for role in ("frontier", "fetcher", "parser"):
-        process = ServiceProcess(
-            role,
-            deployment.env(f"{role}-1", **extra.get(role, {})),
-            deployment.root / "logs" / f"{role}.log",
-        )
-        started.append(process.start())
+    started.extend(deployment.start_crawler(deployment.root / "logs"))
 
 
 @pytest.mark.parametrize("partitions", [1, 6])

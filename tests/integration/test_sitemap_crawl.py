@@ -82,9 +82,7 @@ def test_a_sitemap_crawl_fetches_the_sitemaps_and_every_page_they_list(
 ) -> None:
     deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
     deployment.create(ALL_TOPICS)
-    extra = {"fetcher": {"STREAMCRAWL_FETCHER__ALLOWED_NETWORKS": '["127.0.0.0/8"]'}}
-    for role in ("frontier", "fetcher", "parser"):
-        started.append(deployment.start(role, tmp_path / "logs", **extra.get(role, {})))
+    started.extend(deployment.start_crawler(tmp_path / "logs"))
     request = CrawlRequest(
         seeds=[site.url("/")], max_depth=2, use_sitemaps=True, politeness_delay_ms=0
     )

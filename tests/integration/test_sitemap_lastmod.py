@@ -74,10 +74,7 @@ def test_a_page_whose_sitemap_lastmod_moved_is_fetched_before_its_recrawl_is_due
 ) -> None:
     deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
     deployment.create(ALL_TOPICS)
-    fetcher = {"STREAMCRAWL_FETCHER__ALLOWED_NETWORKS": '["127.0.0.0/8"]'}
-    for role in ("frontier", "fetcher", "parser"):
-        extra = fetcher if role == "fetcher" else {}
-        started.append(deployment.start(role, tmp_path / "logs", **extra))
+    started.extend(deployment.start_crawler(tmp_path / "logs"))
     request = CrawlRequest(
         crawl_id="news",
         seeds=[site.url("/")],

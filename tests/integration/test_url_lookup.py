@@ -19,6 +19,7 @@ from schemas.partitioning import partition_for_key
 from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
 from tests.support import (
+    CRAWLER_ENV,
     Deployment,
     LocalSite,
     ServiceProcess,
@@ -71,8 +72,7 @@ def test_every_url_is_answered_by_the_frontier_holding_its_partition(
     for instance in ("frontier-a", "frontier-b"):
         env = deployment.env(instance)
         started.append(ServiceProcess("frontier", env, logs / f"{instance}.log").start())
-    fetcher = {"STREAMCRAWL_FETCHER__ALLOWED_NETWORKS": '["127.0.0.0/8"]'}
-    started.append(deployment.start("fetcher", logs, **fetcher))
+    started.append(deployment.start("fetcher", logs, **CRAWLER_ENV["fetcher"]))
     started.append(deployment.start("parser", logs))
     request = CrawlRequest(
         crawl_id="lookup",
