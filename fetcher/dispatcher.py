@@ -33,11 +33,9 @@ import math
 import threading
 from dataclasses import dataclass
 
-import aiohttp
-
 from fetcher import metrics
 from fetcher.host_queues import HostQueues
-from fetcher.http import fetch, new_event_loop, open_session
+from fetcher.http import FetchSession, fetch, new_event_loop, open_session
 from fetcher.politeness import Grant, Politeness
 from fetcher.results import (
     FetchResult,
@@ -129,7 +127,7 @@ class Dispatcher:
         more loop callback per fetch)."""
         self._thread = threading.Thread(target=self._run, name="fetch-dispatcher", daemon=True)
         self._started = threading.Event()
-        self._session: aiohttp.ClientSession | None = None
+        self._session: FetchSession | None = None
         self._robots: RobotsCache | None = None
         self._inbox: list[Job] = []
         self._inbox_lock = threading.Lock()
@@ -206,7 +204,13 @@ class Dispatcher:
         self._loop.close()
 
     async def _main(self) -> None:
-        async with open_session(self._settings.http, self._settings.address_policy()) as session:
+        settings = self._settings
+        async with open_session(
+            settings.http,
+            settings.address_policy(),
+            proxy=settings.proxy,
+            ssl_context=settings.ssl_context(),
+        ) as session:
             self._session = session
             self._robots = RobotsCache.from_session(
                 self._settings.robots, session, self._settings.http, self._clock

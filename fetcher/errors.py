@@ -2,7 +2,9 @@
 
 Retryable (the frontier retries with backoff; the host may be slowed down): timeouts, connection
 failures and resets, a body cut short, TLS handshake failures, DNS failures other than "no such
-name", 408, 429 and 5xx. 429 and 503 carry the parsed Retry-After, capped at one hour.
+name", 408, 429 and 5xx. 429 and 503 carry the parsed Retry-After, capped at one hour. A proxy that
+cannot be reached, refuses a tunnel or asks for credentials (407) is retryable too: that is the
+crawler's network failing, not the URL.
 
 Permanent (the frontier gives the URL up): other 4xx, a blocked address, an unsupported scheme or
 invalid URL, a redirect without a usable Location, a content type outside the request's list, a
@@ -58,6 +60,7 @@ class Reason(StrEnum):
     UNSUPPORTED_ENCODING = "unsupported_encoding"
     CORRUPT_ENCODING = "corrupt_encoding"
     BAD_RESPONSE = "bad_response"
+    PROXY_ERROR = "proxy_error"
 
 
 @dataclass(frozen=True)
@@ -118,17 +121,25 @@ def classify_status(status: int, retry_after: str | None, now: float) -> Failure
     return permanent(Reason.BAD_RESPONSE, f"status {status}")
 
 
-def classify_exception(error: BaseException) -> Failure:
+def classify_exception(error: BaseException, proxy_host: str | None = None) -> Failure:
     """The failure an exception raised while fetching means.
 
     Handles the exceptions :func:`fetcher.http.fetch` lets through to it: aiohttp client errors,
     OS errors, timeouts and this package's errors. Causes are searched, because aiohttp wraps
-    resolver and socket errors in its own.
+    resolver and socket errors in its own. ``proxy_host`` is the proxy's when the request went
+    through one: failing to reach it is a proxy error, whatever the cause.
     """
     detail = str(error)[:300]
     for cause in _causes(error):
         if isinstance(cause, BlockedAddressError):
             return permanent(Reason.BLOCKED_ADDRESS, f"{cause.address} for {cause.host}")
+    if isinstance(error, aiohttp.ClientHttpProxyError):
+        detail = f"{error.status} from the proxy: {error.message}"
+        return retryable(Reason.PROXY_ERROR, detail[:300])
+    if isinstance(error, aiohttp.ClientProxyConnectionError) or (
+        isinstance(error, aiohttp.ClientConnectorError) and error.host == proxy_host
+    ):
+        return retryable(Reason.PROXY_ERROR, detail)
     if isinstance(error, HeadersTooLargeError):
         return permanent(Reason.HEADERS_TOO_LARGE, detail)
     if isinstance(error, UnsupportedEncodingError):
@@ -143,12 +154,16 @@ def classify_exception(error: BaseException) -> Failure:
         not_found = isinstance(error.os_error, socket.gaierror) and (
             error.os_error.errno in _DNS_NOT_FOUND
         )
-        return (
-            permanent(Reason.DNS_NOT_FOUND, detail)
-            if not_found
-            else retryable(Reason.DNS_ERROR, detail)
-        )
+        return _dns_failure(not_found, detail)
+    if isinstance(error, socket.gaierror):  # a target's name resolved before a proxy sees it
+        return _dns_failure(error.errno in _DNS_NOT_FOUND, detail)
     return _classify_transport(error, detail)
+
+
+def _dns_failure(not_found: bool, detail: str) -> Failure:
+    if not_found:
+        return permanent(Reason.DNS_NOT_FOUND, detail)
+    return retryable(Reason.DNS_ERROR, detail)
 
 
 def _classify_transport(error: BaseException, detail: str) -> Failure:

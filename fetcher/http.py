@@ -2,7 +2,8 @@
 
 DESIGN.md section 3 step 4 and section 5. :func:`open_session` builds the one pooled
 ``aiohttp.ClientSession`` a fetcher uses (robots.txt included): the address-checking resolver and
-socket factory (`fetcher.resolver`), a DNS cache, no cookies, no proxies from the environment, no
+socket factory (`fetcher.resolver`), a DNS cache, no cookies, no proxies from the environment (a
+configured one instead, `fetcher.proxy`), the system's certificates and any configured besides, no
 automatic decompression, and parser limits on the status line, each header and their number.
 :func:`fetch` then
 
@@ -31,9 +32,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Annotated
 
 import aiohttp
@@ -60,6 +63,7 @@ from fetcher.exceptions import (
     HeadersTooLargeError,
     UnsupportedEncodingError,
 )
+from fetcher.proxy import Proxy, ProxySettings
 from fetcher.resolver import SafeResolver, guarded_socket_factory
 from fetcher.results import FetchResult, FetchTarget
 from fetcher.urls import fetch_url
@@ -132,19 +136,36 @@ class _SendReportingRequest(aiohttp.ClientRequest):
         return response
 
 
+@dataclass(frozen=True)
+class FetchSession:
+    """What every fetch goes through: the pooled aiohttp session, and the proxy when one is
+    configured (`fetcher.proxy`)."""
+
+    http: aiohttp.ClientSession
+    proxy: Proxy | None = None
+
+
 @asynccontextmanager
 async def open_session(
-    limits: FetchLimits, policy: AddressPolicy, dns: AbstractResolver | None = None
-) -> AsyncIterator[aiohttp.ClientSession]:
+    limits: FetchLimits,
+    policy: AddressPolicy,
+    dns: AbstractResolver | None = None,
+    *,
+    proxy: ProxySettings | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> AsyncIterator[FetchSession]:
     """The fetcher's one session (call inside the running loop); closed with its resolver.
 
     ``dns`` replaces aiohttp's default resolver underneath the address checks (aiodns, or a
-    fake one in tests).
+    fake one in tests). ``ssl_context`` replaces the default certificate checks (one trusting
+    more certificates, `fetcher.settings.FetcherSettings.ssl_context`).
     """
-    resolver = SafeResolver(policy, dns)
+    endpoint = None if proxy is None else proxy.endpoint()
+    resolver = SafeResolver(policy, dns, trusted=endpoint)
     connector = aiohttp.TCPConnector(
         resolver=resolver,
-        socket_factory=guarded_socket_factory(policy),
+        socket_factory=guarded_socket_factory(policy, resolver.trusted_addresses),
+        ssl=ssl_context if ssl_context is not None else True,
         use_dns_cache=True,
         ttl_dns_cache=limits.dns_cache_ttl_s,
         limit=limits.max_connections,
@@ -164,14 +185,17 @@ async def open_session(
         request_class=_SendReportingRequest,
     )
     try:
-        yield session
+        through = None
+        if proxy is not None and endpoint is not None:
+            through = Proxy(proxy, resolver, policy)
+        yield FetchSession(session, through)
     finally:
         await session.close()
         await resolver.close()
 
 
 async def fetch(
-    session: aiohttp.ClientSession, target: FetchTarget, limits: FetchLimits, clock: Clock
+    session: FetchSession, target: FetchTarget, limits: FetchLimits, clock: Clock
 ) -> FetchResult:
     """GET ``target.url`` once and say how it went; raises only on programming errors."""
     started = clock.monotonic()
@@ -193,7 +217,7 @@ def _fail(draft: FetchResult, failure: Failure) -> None:
 
 
 async def _exchange(
-    session: aiohttp.ClientSession,
+    session: FetchSession,
     url: str,
     target: FetchTarget,
     limits: FetchLimits,
@@ -208,15 +232,26 @@ async def _exchange(
         _fail(draft, retryable(Reason.TIMEOUT, "lease deadline passed"))
         return
     deadline = FetchDeadline(budget, limits.read_timeout_s, target.on_sent)
+    request_url = URL(url, encoded=True)
+    proxy = session.proxy
+    if proxy is not None and not proxy.routes(request_url.raw_host or ""):
+        proxy = None
     try:
         with deadline:
             token = _DEADLINE.set(deadline)
             try:
-                async with session.get(
-                    URL(url, encoded=True), allow_redirects=False, headers=_request_headers(target)
+                headers, via = _request_headers(target), {}
+                if proxy is not None:
+                    await proxy.check_target(request_url.raw_host or "", request_url.port or 0)
+                    via = proxy.request_arguments(request_url, headers)
+                async with session.http.get(
+                    request_url, allow_redirects=False, headers=headers, **via
                 ) as response:
                     draft.answered_at = clock.monotonic()
                     deadline.progress()
+                    if proxy is not None and response.status == 407:
+                        _fail(draft, retryable(Reason.PROXY_ERROR, "407 from the proxy"))
+                        return
                     await _read_response(response, url, target, limits, clock, draft, deadline)
             finally:
                 _DEADLINE.reset(token)
@@ -226,7 +261,7 @@ async def _exchange(
         else:
             _fail(draft, classify_exception(error))
     except _FETCH_ERRORS as error:
-        _fail(draft, classify_exception(error))
+        _fail(draft, classify_exception(error, proxy.host if proxy is not None else None))
 
 
 def _request_headers(target: FetchTarget) -> dict[str, str]:

@@ -10,13 +10,15 @@
    around the resolver.
 
 Both check the address that will actually be connected to, which is why DNS rebinding (a name that
-answers public first and private later) cannot pass. Proxies are not supported: with a proxy the
-checked address would be the proxy's, not the target's.
+answers public first and private later) cannot pass. A configured proxy (`fetcher.proxy`) is the
+one exception: its name's addresses at its port, and only those, are trusted for the connection to
+it, where it usually sits on a private network; its targets are checked by `fetcher.proxy` instead.
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Container
 
 from aiohappyeyeballs import AddrInfoType, SocketFactoryType
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -27,17 +29,35 @@ from fetcher.exceptions import BlockedAddressError
 
 
 class SafeResolver(AbstractResolver):
-    """A resolver that returns only addresses the policy allows."""
+    """A resolver that returns only addresses the policy allows, except for the trusted host and
+    port (the proxy's), whose addresses it returns all and remembers in ``trusted_addresses``."""
 
-    def __init__(self, policy: AddressPolicy, inner: AbstractResolver | None = None) -> None:
+    def __init__(
+        self,
+        policy: AddressPolicy,
+        inner: AbstractResolver | None = None,
+        trusted: tuple[str, int] | None = None,
+    ) -> None:
         self._policy = policy
         self._inner = inner if inner is not None else DefaultResolver()
+        self._trusted = trusted
+        self.trusted_addresses: set[tuple[str, int]] = set()
+        """Addresses and port the trusted host resolved to (or is, when an IP literal): the
+        socket factory lets connections to them through."""
+        if trusted is not None:
+            literal = parse_address(trusted[0])
+            if literal is not None:
+                self.trusted_addresses.add((str(literal), trusted[1]))
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         """Resolve with the wrapped resolver, then keep only allowed addresses."""
         results = await self._inner.resolve(host, port, family)
+        if (host, port) == self._trusted:
+            for result in results:
+                self.trusted_addresses.add((str(parse_address(result["host"])), port))
+            return results
         allowed: list[ResolveResult] = []
         refused = ""
         for result in results:
@@ -54,14 +74,19 @@ class SafeResolver(AbstractResolver):
         await self._inner.close()
 
 
-def guarded_socket_factory(policy: AddressPolicy) -> SocketFactoryType:
-    """A socket factory for aiohttp's connector that refuses sockets to disallowed addresses."""
+def guarded_socket_factory(
+    policy: AddressPolicy, trusted: Container[tuple[str, int]] = ()
+) -> SocketFactoryType:
+    """A socket factory for aiohttp's connector that refuses sockets to disallowed addresses
+    (``trusted`` addresses and ports, the proxy's, excepted)."""
 
     def create(addr_info: AddrInfoType) -> socket.socket:
         family, type_, proto, _, sockaddr = addr_info
         host = str(sockaddr[0])
         address = parse_address(host)
-        if address is None or not policy.is_allowed(address):
+        if address is None or not (
+            policy.is_allowed(address) or (str(address), sockaddr[1]) in trusted
+        ):
             raise BlockedAddressError(host, host)
         return socket.socket(family=family, type=type_, proto=proto)
 

@@ -31,13 +31,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Literal
 
-import aiohttp
 from protego import Protego
 from pydantic import BaseModel, ConfigDict, Field
 
 from fetcher import metrics
 from fetcher.errors import Failure, Reason, retryable
-from fetcher.http import FetchLimits, fetch
+from fetcher.http import FetchLimits, FetchSession, fetch
 from fetcher.results import FetchResult, FetchTarget, SentHook
 from fetcher.urls import origin
 from schemas.canonical import canonical_url
@@ -123,7 +122,7 @@ class RobotsCache:
     def from_session(
         cls,
         settings: RobotsSettings,
-        session: aiohttp.ClientSession,
+        session: FetchSession,
         limits: FetchLimits,
         clock: Clock,
     ) -> RobotsCache:

@@ -10,6 +10,8 @@ local site: private and loopback addresses are refused otherwise).
 
 from __future__ import annotations
 
+import logging
+
 from fetcher.dispatcher import Dispatcher, FetchTopics
 from fetcher.handler import FetcherHandler
 from fetcher.settings import FetcherSettings
@@ -17,11 +19,14 @@ from schemas import crawls, fetch, links, outcomes, pages
 from schemas.serde import decode
 from streamcrawl.clock import SystemClock
 from streamcrawl.kafka import table_consumer_config
+from streamcrawl.logs import configure_logging
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
 from streamcrawl.spec import Input
 from streamcrawl.table import TopicTable
 from streamcrawl.topics import topic_name
+
+log = logging.getLogger(__name__)
 
 
 class FetcherServiceSettings(Settings):
@@ -46,6 +51,16 @@ def main() -> int:
         outcomes=topic_name(settings, outcomes.TOPIC),
         links=topic_name(settings, links.TOPIC),
     )
+    configure_logging("fetcher", settings.instance_id, settings.log_level)  # before the dispatcher
+    proxy = settings.fetcher.proxy
+    if proxy.url is not None:
+        log.info(
+            "fetching through the proxy %s%s (bypass: %s; targets checked here: %s)",
+            proxy.url,
+            " as " + proxy.username if proxy.username else "",
+            ", ".join(proxy.bypass) or "none",
+            "yes" if proxy.check_targets else "no, the proxy resolves names",
+        )
     dispatcher = Dispatcher(settings.fetcher, topics, SystemClock())
     dispatcher.start()
     statuses: TopicTable[crawls.CrawlStatus] = TopicTable(

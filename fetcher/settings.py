@@ -7,18 +7,21 @@ once the service nests this model under ``fetcher``.
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FilePath, field_validator, model_validator
 
 from fetcher.addresses import AddressPolicy
 from fetcher.http import FetchLimits
 from fetcher.politeness import PolitenessSettings
+from fetcher.proxy import ProxySettings
 from fetcher.robots import RobotsSettings
 
 
 class FetcherSettings(BaseModel):
-    """HTTP limits, robots.txt, politeness, the address allow-list and the read-ahead bound."""
+    """HTTP limits, robots.txt, politeness, the address allow-list, the proxy, the certificates
+    trusted and the read-ahead bound."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -29,6 +32,11 @@ class FetcherSettings(BaseModel):
     """Networks exempt from the address policy, e.g. ``("127.0.0.0/8",)`` for a local test site."""
     read_ahead: Annotated[int, Field(ge=1)] = 1000
     """Requests buffered across hosts before the service pauses its partitions."""
+    proxy: ProxySettings = ProxySettings()
+    """The forward proxy every request goes through (`fetcher.proxy`); none by default."""
+    ca_file: FilePath | None = None
+    """PEM certificates trusted besides the system's: a TLS-inspecting proxy's CA, an internal
+    CA. A file that does not load fails the start, not every fetch."""
 
     @field_validator("allowed_networks")
     @classmethod
@@ -43,5 +51,23 @@ class FetcherSettings(BaseModel):
             raise ValueError("robots.user_agent_token must appear in http.user_agent")
         return self
 
+    @field_validator("ca_file")
+    @classmethod
+    def _ca_file_loads(cls, path: FilePath | None) -> FilePath | None:
+        if path is not None:
+            try:
+                ssl.create_default_context().load_verify_locations(cafile=path)
+            except (ssl.SSLError, OSError) as error:
+                raise ValueError(f"ca_file {path} does not load: {error}") from error
+        return path
+
     def address_policy(self) -> AddressPolicy:
         return AddressPolicy.from_strings(self.allowed_networks)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The system's certificates and ``ca_file``'s; None (aiohttp's default) without one."""
+        if self.ca_file is None:
+            return None
+        context = ssl.create_default_context()
+        context.load_verify_locations(cafile=self.ca_file)
+        return context

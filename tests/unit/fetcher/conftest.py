@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import ssl
 from collections.abc import AsyncIterator
 
-import aiohttp
 import pytest
 from aiohttp.abc import AbstractResolver
 
 from fetcher.addresses import AddressPolicy
-from fetcher.http import FetchLimits, open_session
+from fetcher.http import FetchLimits, FetchSession, open_session
+from fetcher.proxy import ProxySettings
 from streamcrawl.clock import FakeClock
 
 LOOPBACK = AddressPolicy.from_strings(["127.0.0.0/8"])
@@ -31,8 +32,12 @@ class Sessions:
         limits: FetchLimits = FAST_LIMITS,
         policy: AddressPolicy = LOOPBACK,
         dns: AbstractResolver | None = None,
-    ) -> aiohttp.ClientSession:
-        return await self._stack.enter_async_context(open_session(limits, policy, dns))
+        proxy: ProxySettings | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> FetchSession:
+        return await self._stack.enter_async_context(
+            open_session(limits, policy, dns, proxy=proxy, ssl_context=ssl_context)
+        )
 
 
 @pytest.fixture
