@@ -124,7 +124,7 @@ class FetchResult:
     def _page(
         self, request: FetchRequest, status: int, sha256: str, *, body_size: int, revisit: bool
     ) -> PageFields:
-        return {
+        fields: PageFields = {
             "v": SCHEMA_VERSION,
             "crawl_id": request.crawl_id,
             "url": request.url,
@@ -142,6 +142,9 @@ class FetchResult:
             "follow_nofollow": request.follow_nofollow,
             "revisit": revisit,
         }
+        if request.extract is not None and not revisit:
+            fields["extract"] = {"v": SCHEMA_VERSION, "fields": request.extract.fields}
+        return fields
 
     def outcome_fields(
         self, request: FetchRequest, *, page_sent: bool, sitemaps: Sequence[str] = ()

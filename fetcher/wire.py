@@ -15,7 +15,7 @@ messages (robots.txt denials, internal errors, redirect edges) stay models.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import orjson
 
@@ -41,6 +41,15 @@ class PageFields(TypedDict):
     elapsed_ms: int
     follow_nofollow: bool
     revisit: bool
+    extract: NotRequired[ExtractionFields]
+    """Only when the request carries selectors (the model leaves it out when None)."""
+
+
+class ExtractionFields(TypedDict):
+    """`schemas.items.Extraction`, field for field."""
+
+    v: int
+    fields: dict[str, str]
 
 
 class OutcomeFields(TypedDict):

@@ -55,7 +55,7 @@ from frontier.session import PartitionSession
 from schemas.canonical import url_fingerprint
 from schemas.crawls import CrawlState
 from schemas.fetch import FetchRequest
-from schemas.seeds import fetched_content_types
+from schemas.seeds import extraction_for, fetched_content_types
 
 
 def release_ready_hosts(session: PartitionSession) -> None:
@@ -296,6 +296,7 @@ def lease(
         etag=entry.etag,
         last_modified=entry.last_modified,
         content_hash=entry.content_hash,
+        extract=extraction_for(request, entry.url),
     )
     session.produce(session.topics.fetch, host, fetch_request)
 

@@ -44,6 +44,7 @@ from typing import Any
 from lxml import etree
 from parsel.selector import create_root_node
 
+from parser.items import ItemFields, extract_fields
 from parser.linkwalk import LinkOccurrence, WalkedPage, walk_page
 from parser.resolve import LinkResolver
 from parser.robots import (
@@ -109,6 +110,8 @@ class PageExtract:
     """Occurrences of a target that already has an edge (see ``ExtractedLink.occurrences``)."""
     parse_error: str | None = None
     """Set when lxml could not build a tree; the page then reads as empty."""
+    item: ItemFields | None = None
+    """The crawl's fields read from the page, when it named selectors (`parser.items`)."""
     edges: list[LinkEdge] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -139,11 +142,13 @@ def extract_page(
     discovered_at: int,
     max_links: int = DEFAULT_MAX_LINKS,
     robots_names: frozenset[str] = DEFAULT_ROBOTS_NAMES,
+    selectors: Mapping[str, str] | None = None,
 ) -> PageExtract:
     """Parse ``text`` (the decoded page) fetched from ``page_url``, a canonical http(s) URL.
 
-    ``headers`` are the response headers (any key case); ``discovered_at`` stamps every edge.
-    Raises ValueError only when ``page_url`` is not an http(s) URL.
+    ``headers`` are the response headers (any key case); ``discovered_at`` stamps every edge;
+    ``selectors`` (field name -> selector) fill the page's item. Raises ValueError only when
+    ``page_url`` is not an http(s) URL.
     """
     page = canonical_url(page_url)
     if page is None:
@@ -176,6 +181,7 @@ def extract_page(
         dropped=DroppedLinks(builder.invalid, builder.scheme, builder.cap),
         duplicates=builder.duplicates,
         parse_error=parse_error,
+        item=extract_fields(root, selectors) if selectors else None,
     )
 
 

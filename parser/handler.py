@@ -10,6 +10,10 @@ returns, in the order to produce them:
    depth + 1, ``source_url`` the page;
 3. the ``ParseReport`` on `urls`, keyed by the leased page's host, counting the messages of step 2.
 
+Between 1 and 2, an HTML page whose fetch carried the crawl's selectors (``FetchedPage.extract``)
+gets its ``ExtractedItem`` on `items`, keyed by the same URL (`parser.items`); other pages
+(sitemaps, pages not parsed) get none.
+
 What is parsed: HTML (``text/html``, ``application/xhtml+xml``, or no Content-Type and no sitemap
 look) when the status is 2xx (any status with ``parse_error_pages``); sitemaps (XML or gzip content
 types, or a ``.xml``/``.xml.gz`` path with no telling content type), whose ``<loc>`` URLs become
@@ -50,11 +54,14 @@ from parser.extract import (
     header_value,
     is_nofollow,
 )
+from parser.items import ItemFields
 from parser.settings import ParserSettings
 from parser.sitemaps import Sitemap, SitemapEntry, is_gzip, parse_sitemap
+from schemas import items as items_topic
 from schemas import links as links_topic
 from schemas import urls as urls_topic
 from schemas.canonical import canonical_url, host_key
+from schemas.items import ExtractedItem
 from schemas.links import MAX_TITLE_CHARS, LinkEdge, PageLinks, PageMeta
 from schemas.pages import FetchedPage
 from schemas.seeds import SITEMAP_MEDIA_TYPES
@@ -82,13 +89,13 @@ _UrlItem = dict[str, str | float | int | None]
 
 @dataclass(frozen=True, slots=True)
 class Outbound:
-    """One message to produce: topic suffix (`links` or `urls`), key, the model, and its encoding
-    (`schemas.serde.encode`, the bytes produced; made once, for the size check that decides on
-    parts)."""
+    """One message to produce: topic suffix (`links`, `items` or `urls`), key, the model, and its
+    encoding (`schemas.serde.encode`, the bytes produced; made once, for the size check that
+    decides on parts)."""
 
     topic: str
     key: str
-    value: PageLinks | DiscoveredUrls | ParseReport
+    value: PageLinks | ExtractedItem | DiscoveredUrls | ParseReport
     encoded: bytes = field(repr=False, compare=False)
 
 
@@ -158,6 +165,7 @@ class PageParser:
             discovered_at=output.discovered_at,
             max_links=self.settings.max_links,
             robots_names=self.settings.robots_names,
+            selectors=page.extract.fields if page.extract is not None else None,
         )
         targets: list[tuple[str, _UrlItem]] = []
         if not extract.robots.nofollow:
@@ -243,6 +251,8 @@ class _Output:
         sitemap: Sitemap | None = None,
     ) -> ParseResult:
         messages = self._page_links(edges or [], self._meta(extract))
+        if extract is not None and extract.item is not None:
+            messages.append(self._item(extract.item))
         discovered = self._discovered(targets)
         report = ParseReport(
             crawl_id=self.page.crawl_id,
@@ -254,6 +264,20 @@ class _Output:
         report_key = urls_topic.key(self.report_host)
         messages.append(Outbound(urls_topic.TOPIC.suffix, report_key, report, encode(report)))
         return ParseResult(status, messages, error, failure, encoding, extract, sitemap)
+
+    def _item(self, fields: ItemFields) -> Outbound:
+        item = ExtractedItem(
+            crawl_id=self.page.crawl_id,
+            url=self.from_url,
+            fetched_at=self.page.fetched_at,
+            status=self.page.status,
+            fields=fields.values,
+            errors=fields.errors,
+            truncated=fields.truncated,
+        )
+        return Outbound(
+            items_topic.TOPIC.suffix, items_topic.key(self.from_url), item, encode(item)
+        )
 
     def _meta(self, extract: PageExtract | None) -> PageMeta:
         meta = PageMeta(status=self.page.status, content_type=self.page.content_type)

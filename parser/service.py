@@ -1,8 +1,9 @@
 """`python -m parser`: one parser instance (DESIGN section 3, step 6).
 
 Consumes `pages` (keyed by URL, so a giant host's pages spread over every parser) and produces each
-page's PageLinks to `links`, its DiscoveredUrls to `urls` (keyed by target host) and its ParseReport
-to `urls` (keyed by the page's host), all delivered before the page's offset is committed. A page
+page's PageLinks to `links`, its item to `items` when its crawl names fields, its DiscoveredUrls to
+`urls` (keyed by target host) and its ParseReport to `urls` (keyed by the page's host), all
+delivered before the page's offset is committed. A page
 with no http(s) URL cannot be keyed and is dead-lettered; every other page, even one that fails to
 parse, is reported, so the frontier can still finish its crawl. Parser tunables come from
 `STREAMCRAWL_PARSER__*` (e.g. `..._MAX_LINKS`).
@@ -16,7 +17,7 @@ from prometheus_client import Counter, Histogram
 
 from parser.handler import PageParser, ParseResult
 from parser.settings import ParserSettings
-from schemas import links, pages, urls
+from schemas import items, links, pages, urls
 from schemas.serde import decode_page
 from streamcrawl.handler import BaseHandler, Context, Record
 from streamcrawl.service import run_service, service_spec
@@ -29,6 +30,12 @@ log = logging.getLogger(__name__)
 PAGES = Counter("streamcrawl_parser_pages_total", "Pages parsed, by result", ["status"])
 LINKS = Counter("streamcrawl_parser_links_total", "Link edges extracted", ["link_type", "position"])
 DROPPED = Counter("streamcrawl_parser_links_dropped_total", "Links dropped, by reason", ["reason"])
+ITEMS = Counter(
+    "streamcrawl_parser_items_total",
+    "Items extracted with a crawl's selectors, by how many fields matched (complete, partial, "
+    "empty: a rising share of empty items means the selectors no longer fit the pages)",
+    ["fields"],
+)
 PARSE_SECONDS = Histogram(
     "streamcrawl_parser_parse_seconds",
     "Time to parse one page",
@@ -65,6 +72,8 @@ class ParserLoopHandler(BaseHandler):
         PAGES.labels(result.status).inc()
         if result.extract is None:
             return
+        if result.extract.item is not None:
+            ITEMS.labels(result.extract.item.completeness).inc()
         for edge in result.extract.edges:
             LINKS.labels(edge.link_type, edge.position).inc()
         dropped = result.extract.dropped
@@ -81,6 +90,7 @@ def main() -> int:
     settings = ParserServiceSettings()
     topic_names = {
         links.TOPIC.suffix: topic_name(settings, links.TOPIC),
+        items.TOPIC.suffix: topic_name(settings, items.TOPIC),
         urls.TOPIC.suffix: topic_name(settings, urls.TOPIC),
     }
     handler = ParserLoopHandler(PageParser(settings.parser), topic_names)

@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import Field
 
 from schemas.base import EpochMillis, InternalModel
+from schemas.items import Extraction
 from schemas.topic import TopicSpec
 
 TOPIC = TopicSpec(suffix="fetch", key="host")
@@ -39,3 +40,6 @@ class FetchRequest(InternalModel):
     last_modified: str | None = None
     content_hash: str | None = None
     """sha256 hex of the body last fetched: a recrawl that gets the same body is `unchanged`."""
+    extract: Extraction | None = Field(default=None, exclude_if=lambda extract: extract is None)
+    """The crawl's selectors when this URL's fields are extracted (`schemas.items`); left out of
+    the JSON otherwise."""

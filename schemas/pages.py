@@ -15,6 +15,7 @@ from typing import Annotated
 from pydantic import Field
 
 from schemas.base import EpochMillis, InternalModel
+from schemas.items import Extraction
 from schemas.topic import MIB, TopicSpec
 
 TOPIC = TopicSpec(suffix="pages", key="url", max_message_bytes=16 * MIB, compression="zstd")
@@ -48,3 +49,5 @@ class FetchedPage(InternalModel):
     """A recrawl found the content it was told of (a 304, or a body with the same sha256): no body
     travels, `sha256` is the known content's hash, the parser skips the page and storage records a
     WARC revisit. The outcome's `page_sent` stays false, since no ParseReport follows."""
+    extract: Extraction | None = Field(default=None, exclude_if=lambda extract: extract is None)
+    """The request's selectors, for the parser (`schemas.items`); left out when none."""

@@ -12,6 +12,7 @@ instead of misbehaving later.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from typing import Annotated, Literal
@@ -21,6 +22,7 @@ from pydantic import Discriminator, Field, Tag, TypeAdapter, ValidationInfo, fie
 
 from schemas.base import InboundModel
 from schemas.canonical import canonical_url
+from schemas.items import Extraction, FieldName, Selector, check_fields
 from schemas.serde import PART_HEADROOM_BYTES
 from schemas.topic import MIB, TopicSpec
 
@@ -65,6 +67,22 @@ def fetched_content_types(request: CrawlRequest, url: str) -> list[str]:
     if request.use_sitemaps and kept and "*/*" not in kept and looks_like_sitemap(url):
         kept += [media for media in SITEMAP_MEDIA_TYPES if media not in kept]
     return kept
+
+
+def extraction_for(request: CrawlRequest, url: str) -> Extraction | None:
+    """The selectors a fetch of `url` carries to the parser: the crawl's, when it names fields
+    and its ``extract_pattern`` (if any) matches the URL."""
+    if request.extract is None:
+        return None
+    pattern = request.extract_pattern
+    if pattern is not None and _compiled(pattern).search(url) is None:
+        return None
+    return Extraction.model_construct(fields=request.extract)  # validated with the request
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
 
 
 def new_crawl_id() -> str:
@@ -160,6 +178,11 @@ class CrawlRequest(InboundModel):
     max_redirects: Annotated[int, Field(ge=0, le=50)] = 5
     scope_score_threshold: Annotated[float, Field(ge=0, le=1)] | None = None
     """When set, seed 002's scope_score (domain affinity x depth factor) must reach it."""
+    extract: dict[FieldName, Selector] | None = None
+    """Fields to extract from every fetched page, name -> selector (CSS, or XPath after
+    ``xpath:``): one item a page on `items` (`schemas.items`)."""
+    extract_pattern: str | None = None
+    """Extract only from pages whose URL it matches (anywhere); every page when unset."""
 
     @field_validator("seeds")
     @classmethod
@@ -169,6 +192,18 @@ class CrawlRequest(InboundModel):
     @field_validator("include_pattern", "exclude_pattern")
     @classmethod
     def _pattern_compiles(cls, pattern: str | None) -> str | None:
+        return _check_pattern(pattern)
+
+    @field_validator("extract")
+    @classmethod
+    def _selectors_compile(cls, fields: dict[str, str] | None) -> dict[str, str] | None:
+        return check_fields(fields) if fields else None
+
+    @field_validator("extract_pattern")
+    @classmethod
+    def _pattern_limits_extraction(cls, pattern: str | None, info: ValidationInfo) -> str | None:
+        if pattern is not None and "extract" in info.data and info.data["extract"] is None:
+            raise ValueError("limits which pages fields are extracted from, and none are named")
         return _check_pattern(pattern)
 
     @field_validator("content_types", mode="before")

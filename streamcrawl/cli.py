@@ -18,7 +18,15 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from streamcrawl import crawl_cli, deadletter_cli, graph_cli, page_cli, up_cli, url_cli
+from streamcrawl import (
+    crawl_cli,
+    deadletter_cli,
+    graph_cli,
+    items_cli,
+    page_cli,
+    up_cli,
+    url_cli,
+)
 from streamcrawl.broker import LocalBroker
 from streamcrawl.console import say
 from streamcrawl.exceptions import StreamcrawlError
@@ -148,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     page_cli.add_commands(commands)  # page, storage
     url_cli.add_command(commands)
     deadletter_cli.add_command(commands)
+    items_cli.add_command(commands)
     return parser
 
 

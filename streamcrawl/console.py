@@ -8,3 +8,9 @@ import sys
 def say(text: str) -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def note(text: str) -> None:
+    """A line for the user beside the output (standard error), where a pipe does not take it."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()

@@ -80,6 +80,8 @@ OPTIONS = {
     "content_types": "--content-type",
     "priority": "--priority",
     "scope_score_threshold": "--scope-threshold",
+    "extract": "--extract",
+    "extract_pattern": "--extract-pattern",
 }
 """The option that sets each CrawlRequest field (errors name the option, not the field)."""
 
@@ -263,6 +265,19 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         help="the order of each host's queue: breadth first, seed score (in-links, authority, "
         "depth), PageRank, or novelty (fewer in-links first) (default: %(default)s)",
     )
+    extraction = command.add_argument_group("extraction (items on the `items` topic)")
+    extraction.add_argument(
+        "--extract",
+        action="append",
+        metavar="NAME=SELECTOR",
+        help="a field read from every fetched page: a CSS selector (parsel's, with ::text and "
+        "::attr(name)) or xpath:EXPRESSION, e.g. title=h1::text (repeatable)",
+    )
+    extraction.add_argument(
+        "--extract-pattern",
+        metavar="REGEX",
+        help="extract only from pages whose URL it matches (anywhere)",
+    )
 
 
 def add_follow_option(command: argparse.ArgumentParser) -> None:
@@ -337,6 +352,11 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         fields["content_types"], problem = expand_content_types(args.content_type)
         if problem is not None:
             problems.append(f"--content-type: {problem}")
+    if args.extract:
+        fields["extract"], bad = _extract_fields(args.extract)
+        problems += bad
+    if args.extract_pattern is not None:
+        fields["extract_pattern"] = args.extract_pattern
     try:
         request = CrawlRequest.model_validate(fields)
     except ValidationError as error:
@@ -354,6 +374,21 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
             f"{len(request.seeds)} seed URLs into crawls of about {fitting} at most"
         )
     return request
+
+
+def _extract_fields(given: list[str]) -> tuple[dict[str, str], list[str]]:
+    """``--extract NAME=SELECTOR`` options as fields, and the problems of the malformed ones."""
+    fields: dict[str, str] = {}
+    problems: list[str] = []
+    for option in given:
+        name, equals, selector = option.partition("=")
+        if not equals or not name.strip() or not selector.strip():
+            problems.append(f"--extract: {option[:100]!r} is not NAME=SELECTOR")
+        elif name.strip() in fields:
+            problems.append(f"--extract: field {name.strip()!r} given twice")
+        else:
+            fields[name.strip()] = selector.strip()
+    return fields, problems
 
 
 def _problem(error: ErrorDetails) -> str:

@@ -20,20 +20,17 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
-
 from schemas import deadletter
 from schemas.exceptions import DecodeError
 from schemas.serde import decode
 from streamcrawl.console import say
-from streamcrawl.kafka import check_consumer_error, coordinates, table_consumer_config, watermarks
+from streamcrawl.kafka import read_to_end
 from streamcrawl.settings import Settings
 from streamcrawl.status import require_broker
 from streamcrawl.topics import topic_name
@@ -145,51 +142,8 @@ def summary_line(counts: Counter[tuple[str, str]], shown: int, crawl_id: str | N
 def read_letters(settings: Settings) -> Iterator[Letter]:
     """Every letter from the topic's start to the end it had when this started, by partition."""
     topic = topic_name(settings, deadletter.TOPIC)
-    consumer = Consumer(table_consumer_config(settings))
-    try:
-        partitions = consumer.list_topics(topic, timeout=READ_TIMEOUT_S).topics[topic].partitions
-        ends: dict[int, int] = {}
-        starts = []
-        for partition in sorted(partitions):
-            low, high = watermarks(consumer, TopicPartition(topic, partition), READ_TIMEOUT_S)
-            if high > low:
-                ends[partition] = high
-                starts.append(TopicPartition(topic, partition, low))
-        if not starts:
-            return
-        consumer.assign(starts)
-        yield from _until_the_ends(consumer, topic, ends)
-    finally:
-        consumer.close()
-
-
-def _until_the_ends(consumer: Consumer, topic: str, ends: dict[int, int]) -> Iterator[Letter]:
-    waiting = dict(ends)
-    deadline = time.monotonic() + READ_TIMEOUT_S
-    while waiting:
-        # A short wait: consume() returns early only on a full batch.
-        batch = consumer.consume(1000, 0.1)
-        if batch:
-            deadline = time.monotonic() + READ_TIMEOUT_S
-        else:
-            # Past its end with nothing to deliver (the last offsets may hold no record).
-            for position in consumer.position([TopicPartition(topic, p) for p in waiting]):
-                if position.offset >= waiting[position.partition]:
-                    waiting.pop(position.partition)
-            if waiting and time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"no dead letter arrived for {READ_TIMEOUT_S:.0f} s before the topic's end"
-                )
-        for message in batch:
-            error = message.error()
-            if error is not None:
-                check_consumer_error(error)
-                continue
-            topic, partition, offset = coordinates(message)
-            if partition in waiting and offset < waiting[partition]:
-                yield _letter(message.key(), message.value(), (topic, partition, offset))
-            if offset >= ends.get(partition, 0) - 1:
-                waiting.pop(partition, None)
+    for key, value, at in read_to_end(settings, topic, READ_TIMEOUT_S):
+        yield _letter(key, value, at)
 
 
 def _letter(raw_key: bytes | None, value: bytes | None, at: tuple[str, int, int]) -> Letter:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -292,3 +292,61 @@ class KafkaProducer:
         remaining = self._producer.flush(timeout_s)
         if remaining:
             CLIENT_LOG.error("%d messages undelivered at producer close", remaining)
+
+
+StoredRecord = tuple[bytes | None, bytes | None, tuple[str, int, int]]
+"""A record read back from a topic: key, value, and where it lies (topic, partition, offset)."""
+
+
+def read_to_end(settings: Settings, topic: str, timeout_s: float = 30.0) -> Iterator[StoredRecord]:
+    """Every record of ``topic`` from its start to the end it had when this started, partition
+    by partition, never followed (what `streamcrawl deadletters` and `items` show). Raises
+    TimeoutError when no record arrives for ``timeout_s`` before the end."""
+    consumer = Consumer(table_consumer_config(settings))
+    try:
+        partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        ends: dict[int, int] = {}
+        starts = []
+        for partition in sorted(partitions):
+            low, high = watermarks(consumer, TopicPartition(topic, partition), timeout_s)
+            if high > low:
+                ends[partition] = high
+                starts.append(TopicPartition(topic, partition, low))
+        if not starts:
+            return
+        consumer.assign(starts)
+        yield from _until_the_ends(consumer, topic, ends, timeout_s)
+    finally:
+        consumer.close()
+
+
+def _until_the_ends(
+    consumer: Consumer, topic: str, ends: dict[int, int], timeout_s: float
+) -> Iterator[StoredRecord]:
+    waiting = dict(ends)
+    deadline = time.monotonic() + timeout_s
+    while waiting:
+        # A short wait: consume() returns early only on a full batch.
+        batch = consumer.consume(1000, 0.1)
+        if batch:
+            deadline = time.monotonic() + timeout_s
+        else:
+            # Past its end with nothing to deliver (the last offsets may hold no record).
+            for position in consumer.position([TopicPartition(topic, p) for p in waiting]):
+                if position.offset >= waiting[position.partition]:
+                    waiting.pop(position.partition)
+            if waiting and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"no record of {topic} arrived for {timeout_s:.0f} s before its end"
+                )
+        for message in batch:
+            error = message.error()
+            if error is not None:
+                check_consumer_error(error)
+                continue
+            at = coordinates(message)
+            partition, offset = at[1], at[2]
+            if partition in waiting and offset < waiting[partition]:
+                yield message.key(), message.value(), at
+            if offset >= ends.get(partition, 0) - 1:
+                waiting.pop(partition, None)

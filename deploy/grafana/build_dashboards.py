@@ -350,6 +350,15 @@ def parser_row() -> list[Panel]:
             "reqps",
         ),
         timeseries("Parse time", quantiles("streamcrawl_parser_parse_seconds"), "s"),
+        timeseries(
+            "Items extracted, by fields matched",
+            [
+                target(
+                    f"sum by (fields) (rate(streamcrawl_parser_items_total[{RATE}]))", "{{fields}}"
+                )
+            ],
+            "reqps",
+        ),
     ]
 
 

@@ -78,6 +78,7 @@ SERVICE: dict[str, list[Family]] = {
         _family("streamcrawl_parser_pages_total", "counter", "status"),
         _family("streamcrawl_parser_links_total", "counter", "link_type", "position"),
         _family("streamcrawl_parser_parse_seconds", "histogram"),
+        _family("streamcrawl_parser_items_total", "counter", "fields"),
     ],
     "linkgraph": [
         _family("streamcrawl_linkgraph_edges_upserted_total", "counter"),

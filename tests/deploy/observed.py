@@ -205,7 +205,12 @@ def observe_crawl(bootstrap: str, root: Path, exits: ExitStack) -> ObservedCrawl
         raise AssertionError(f"{error}: {health}") from error
 
     started_at = phases["targets up"] = time.time()
-    request = CrawlRequest(seeds=[site.seed_url], max_depth=3, politeness_delay_ms=100)
+    request = CrawlRequest(
+        seeds=[site.seed_url],
+        max_depth=3,
+        politeness_delay_ms=100,
+        extract={"title": "title::text", "heading": "h1::text"},
+    )
     seed = (topic_name(settings, seeds.TOPIC), seeds.key(request.crawl_id), encode(request))
     _publish(settings, [*_malformed_records(settings, sorted(by_role)), seed])
     with CrawlWatcher(settings) as watcher:

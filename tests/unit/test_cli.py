@@ -96,6 +96,9 @@ def test_every_option_reaches_its_field() -> None:
         "--recrawl-min-hours=2",
         "--recrawl-max-hours=240",
         "--priority=novelty",
+        "--extract=title=h1::text",
+        "--extract=price=xpath://span[@class='price']/text()",
+        "--extract-pattern=/product/",
     )
     assert request.model_dump() == {
         "v": 1,
@@ -123,6 +126,8 @@ def test_every_option_reaches_its_field() -> None:
         "follow_nofollow": True,
         "max_redirects": 2,
         "scope_score_threshold": 0.4,
+        "extract": {"title": "h1::text", "price": "xpath://span[@class='price']/text()"},
+        "extract_pattern": "/product/",
     }
 
 

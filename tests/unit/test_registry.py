@@ -25,6 +25,7 @@ DESIGN_CLEANUP = {
     "progress": "compact",
     "members": "compact",
     "deadletter": "delete",
+    "items": "delete",  # beyond DESIGN.md: extracted fields (schemas/items.py)
 }
 
 

@@ -18,6 +18,7 @@ from schemas import (
     crawls,
     deadletter,
     fetch,
+    items,
     links,
     links_by_target,
     members,
@@ -193,7 +194,19 @@ SAMPLES: dict[str, list[tuple[Any, BaseModel]]] = {
                 last_modified="Wed, 21 Oct 2015 07:28:00 GMT",
                 content_hash="ff" * 32,
             ),
-        )
+        ),
+        (
+            fetch.FetchRequest,
+            fetch.FetchRequest(
+                crawl_id="crawl-1",
+                url="https://example.com/product/1",
+                host="example.com",
+                depth=1,
+                lease_id="lease-2",
+                deadline=NOW + 60_000,
+                extract=items.Extraction(fields={"title": "h1::text", "sku": "xpath://@data-sku"}),
+            ),
+        ),
     ],
     "outcomes": [
         (
@@ -238,6 +251,20 @@ SAMPLES: dict[str, list[tuple[Any, BaseModel]]] = {
                 from_url="https://example.com/", to_url="https://example.org/", **IN_LINK_EDGE
             ),
         ),
+    ],
+    "items": [
+        (
+            items.ExtractedItem,
+            items.ExtractedItem(
+                crawl_id="crawl-1",
+                url="https://example.com/product/1",
+                fetched_at=NOW,
+                status=203,
+                fields={"title": ['Ünïcode "quoted"\n'], "price": []},
+                errors={"price": "XPath error: Unregistered function"},
+                truncated=True,
+            ),
+        )
     ],
     "scores": [
         (

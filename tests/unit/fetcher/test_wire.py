@@ -13,6 +13,7 @@ from fetcher.errors import Reason, permanent, retryable
 from fetcher.results import FetchResult
 from fetcher.wire import OutcomeFields, PageFields, outcome_value, page_envelope
 from schemas.fetch import FetchRequest
+from schemas.items import Extraction
 from schemas.outcomes import FetchOutcome
 from schemas.pages import FetchedPage
 from schemas.serde import decode, decode_page, encode, encode_page
@@ -93,9 +94,15 @@ def test_the_outcome_is_written_as_pydantic_writes_it(name: str, depth: int) -> 
         assert decode(FetchOutcome, outcome_value(fields)) == model
 
 
+EXTRACTION = Extraction(fields={"title": "h1::text", "price": "xpath://span[@id='p']/text()"})
+
+
 @pytest.mark.parametrize("name", list(RESULTS))
-def test_the_page_envelope_is_written_as_pydantic_writes_it(name: str) -> None:
-    result, request = RESULTS[name], _request()
+@pytest.mark.parametrize("extract", [None, EXTRACTION])
+def test_the_page_envelope_is_written_as_pydantic_writes_it(
+    name: str, extract: Extraction | None
+) -> None:
+    result, request = RESULTS[name], _request(extract=extract)
     fields, model = result.page_fields(request), result.page(request)
     if model is None:
         assert fields is None
