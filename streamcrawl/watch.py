@@ -55,6 +55,8 @@ class CrawlView:
     counters: dict[str, int]
     ended_by: str | None = None
     """The limit that ended the crawl, when one did (`CrawlState.ended_by`)."""
+    extracts: bool = False
+    """The crawl names fields to extract (`--extract`): its pages have items."""
 
 
 class CrawlWatcher:
@@ -94,7 +96,9 @@ class CrawlWatcher:
         totals = self._totals(lambda key: key.startswith(f"{crawl_id}/")).get(crawl_id, {})
         if state is None:
             return CrawlView(None, totals)
-        return CrawlView(state.status, totals, state.ended_by)
+        return CrawlView(
+            state.status, totals, state.ended_by, extracts=state.request.extract is not None
+        )
 
     def crawls(self) -> list[tuple[crawls.CrawlState, dict[str, int]]]:
         """Every crawl in `crawls` with its counters, oldest first."""

@@ -354,6 +354,14 @@ def test_the_summary_points_at_the_dead_urls_when_there_are_some() -> None:
     assert not [line for line in summary_lines(CrawlSummary("c1", without)) if "dead URLs" in line]
 
 
+def test_the_summary_points_at_the_items_of_a_crawl_that_extracts() -> None:
+    hint = "extracted items: streamcrawl items c1"
+    extracting = CrawlView("done", {"fetched": 30}, extracts=True)
+    assert hint in summary_lines(CrawlSummary("c1", extracting))
+    plain = CrawlView("done", {"fetched": 30})
+    assert hint not in summary_lines(CrawlSummary("c1", plain))
+
+
 def test_the_summary_says_what_recrawls_found_when_there_were_some() -> None:
     recrawled = CrawlView(
         "cancelled", {"fetched": 40, "recrawls": 30, "changed": 4, "unchanged": 26}
