@@ -210,6 +210,7 @@ class Dispatcher:
             settings.address_policy(),
             proxy=settings.proxy,
             ssl_context=settings.ssl_context(),
+            credentials=settings.credentials,
         ) as session:
             self._session = session
             self._robots = RobotsCache.from_session(

@@ -36,7 +36,7 @@ import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import aiohttp
@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from yarl import URL
 
 from fetcher.addresses import AddressPolicy
+from fetcher.credentials import Authorizations, SiteCredentials
 from fetcher.deadlines import FetchDeadline
 from fetcher.decoding import ACCEPT_ENCODING, decoder_for
 from fetcher.errors import (
@@ -143,6 +144,7 @@ class FetchSession:
 
     http: aiohttp.ClientSession
     proxy: Proxy | None = None
+    authorizations: Authorizations = field(default_factory=lambda: Authorizations({}))
 
 
 @asynccontextmanager
@@ -153,12 +155,14 @@ async def open_session(
     *,
     proxy: ProxySettings | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    credentials: dict[str, SiteCredentials] | None = None,
 ) -> AsyncIterator[FetchSession]:
     """The fetcher's one session (call inside the running loop); closed with its resolver.
 
     ``dns`` replaces aiohttp's default resolver underneath the address checks (aiodns, or a
     fake one in tests). ``ssl_context`` replaces the default certificate checks (one trusting
-    more certificates, `fetcher.settings.FetcherSettings.ssl_context`).
+    more certificates, `fetcher.settings.FetcherSettings.ssl_context`). ``credentials`` are
+    sent to their origins (`fetcher.credentials`).
     """
     endpoint = None if proxy is None else proxy.endpoint()
     resolver = SafeResolver(policy, dns, trusted=endpoint)
@@ -188,7 +192,7 @@ async def open_session(
         through = None
         if proxy is not None and endpoint is not None:
             through = Proxy(proxy, resolver, policy)
-        yield FetchSession(session, through)
+        yield FetchSession(session, through, Authorizations(credentials or {}))
     finally:
         await session.close()
         await resolver.close()
@@ -241,6 +245,9 @@ async def _exchange(
             token = _DEADLINE.set(deadline)
             try:
                 headers, via = _request_headers(target), {}
+                authorization = session.authorizations.header_for(url)
+                if authorization is not None:
+                    headers["Authorization"] = authorization
                 if proxy is not None:
                     await proxy.check_target(request_url.raw_host or "", request_url.port or 0)
                     via = proxy.request_arguments(request_url, headers)

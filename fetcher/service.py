@@ -61,6 +61,10 @@ def main() -> int:
             ", ".join(proxy.bypass) or "none",
             "yes" if proxy.check_targets else "no, the proxy resolves names",
         )
+    for site in settings.fetcher.credentials:
+        log.info("sending HTTP Basic credentials to %s", site)
+        if site.startswith("http://"):
+            log.warning("credentials for %s cross the network readable: it is not https", site)
     dispatcher = Dispatcher(settings.fetcher, topics, SystemClock())
     dispatcher.start()
     statuses: TopicTable[crawls.CrawlStatus] = TopicTable(

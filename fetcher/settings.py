@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, FilePath, field_validator, model_validator
 
 from fetcher.addresses import AddressPolicy
+from fetcher.credentials import SiteCredentials, check_origins
 from fetcher.http import FetchLimits
 from fetcher.politeness import PolitenessSettings
 from fetcher.proxy import ProxySettings
@@ -20,8 +21,8 @@ from fetcher.robots import RobotsSettings
 
 
 class FetcherSettings(BaseModel):
-    """HTTP limits, robots.txt, politeness, the address allow-list, the proxy, the certificates
-    trusted and the read-ahead bound."""
+    """HTTP limits, robots.txt, politeness, the address allow-list, the proxy, site credentials,
+    the certificates trusted and the read-ahead bound."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -34,6 +35,8 @@ class FetcherSettings(BaseModel):
     """Requests buffered across hosts before the service pauses its partitions."""
     proxy: ProxySettings = ProxySettings()
     """The forward proxy every request goes through (`fetcher.proxy`); none by default."""
+    credentials: dict[str, SiteCredentials] = {}
+    """HTTP Basic credentials by origin, sent to that origin only (`fetcher.credentials`)."""
     ca_file: FilePath | None = None
     """PEM certificates trusted besides the system's: a TLS-inspecting proxy's CA, an internal
     CA. A file that does not load fails the start, not every fetch."""
@@ -50,6 +53,13 @@ class FetcherSettings(BaseModel):
         if self.robots.user_agent_token.lower() not in self.http.user_agent.lower():
             raise ValueError("robots.user_agent_token must appear in http.user_agent")
         return self
+
+    @field_validator("credentials")
+    @classmethod
+    def _keyed_by_origin(
+        cls, credentials: dict[str, SiteCredentials]
+    ) -> dict[str, SiteCredentials]:
+        return check_origins(credentials)
 
     @field_validator("ca_file")
     @classmethod

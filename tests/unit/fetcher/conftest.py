@@ -10,6 +10,7 @@ import pytest
 from aiohttp.abc import AbstractResolver
 
 from fetcher.addresses import AddressPolicy
+from fetcher.credentials import SiteCredentials
 from fetcher.http import FetchLimits, FetchSession, open_session
 from fetcher.proxy import ProxySettings
 from streamcrawl.clock import FakeClock
@@ -34,9 +35,12 @@ class Sessions:
         dns: AbstractResolver | None = None,
         proxy: ProxySettings | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        credentials: dict[str, SiteCredentials] | None = None,
     ) -> FetchSession:
         return await self._stack.enter_async_context(
-            open_session(limits, policy, dns, proxy=proxy, ssl_context=ssl_context)
+            open_session(
+                limits, policy, dns, proxy=proxy, ssl_context=ssl_context, credentials=credentials
+            )
         )
 
 

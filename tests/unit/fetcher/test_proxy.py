@@ -344,3 +344,26 @@ async def test_a_ca_file_makes_a_private_ca_trusted_without_a_proxy(
     assert (trusted.kind, trusted.status) == ("done", 200)
     assert untrusted.failure is not None
     assert (untrusted.kind, untrusted.failure.reason) == ("permanent", Reason.TLS_CERTIFICATE)
+
+
+async def test_site_credentials_travel_inside_the_tunnel_to_the_target_only(
+    sessions: Sessions, ca: trustme.CA, tls_origin: tuple[int, list[dict[str, str]]]
+) -> None:
+    port, seen = tls_origin
+    credentials = FetcherSettings.model_validate(
+        {"credentials": {f"https://site.example:{port}": {"username": "u", "password": "p"}}}
+    ).credentials
+    async with forward_proxy({"site.example": "127.0.0.1"}) as proxy:
+        session = await sessions.open(
+            FAST_LIMITS,
+            STRICT,
+            NameTable({"site.example": PUBLIC}),
+            proxy=_proxy(proxy),
+            ssl_context=_trusting(ca),
+            credentials=credentials,
+        )
+        target = FetchTarget(url=f"https://site.example:{port}/members")
+        result = await fetch(session, target, FAST_LIMITS, FakeClock())
+    assert (result.kind, result.status) == ("done", 200)
+    assert seen[0]["Authorization"] == "Basic dTpw"
+    assert proxy.seen == [f"CONNECT site.example:{port}"]
