@@ -20,6 +20,7 @@ from confluent_kafka import KafkaException
 
 from streamcrawl import (
     crawl_cli,
+    crawllog_cli,
     deadletter_cli,
     graph_cli,
     items_cli,
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     url_cli.add_command(commands)
     deadletter_cli.add_command(commands)
     items_cli.add_command(commands)
+    crawllog_cli.add_command(commands)
     return parser
 
 

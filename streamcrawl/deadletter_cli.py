@@ -18,7 +18,6 @@ one JSON object a line instead (the DeadLetter's own fields, the payload in URL-
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from schemas.exceptions import DecodeError
 from schemas.serde import decode
 from streamcrawl.console import say
 from streamcrawl.kafka import read_to_end
+from streamcrawl.newest import Newest
 from streamcrawl.settings import Settings
 from streamcrawl.status import require_broker
 from streamcrawl.topics import topic_name
@@ -84,7 +84,7 @@ def add_command(commands: Any) -> None:
 
 def cmd_deadletters(args: argparse.Namespace, settings: Settings) -> int:
     require_broker(settings)
-    newest = Newest(max(args.limit, 0))
+    newest: Newest[Letter] = Newest(max(args.limit, 0), lambda letter: letter.letter.at)
     counts: Counter[tuple[str, str]] = Counter()
     for letter in read_letters(settings):
         if args.crawl_id is not None and letter.crawl_id != args.crawl_id:
@@ -103,27 +103,6 @@ def cmd_deadletters(args: argparse.Namespace, settings: Settings) -> int:
         say(letter.line())
     say(summary_line(counts, len(shown), args.crawl_id))
     return 0
-
-
-class Newest:
-    """The ``size`` most recent letters by their time, whatever the order they were read in
-    (partition by partition): a heap of that size, so memory does not grow with the topic."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._heap: list[tuple[int, int, Letter]] = []
-        self._read = 0
-
-    def add(self, letter: Letter) -> None:
-        self._read += 1
-        entry = (letter.letter.at, self._read, letter)
-        if len(self._heap) < self._size:
-            heapq.heappush(self._heap, entry)
-        elif self._heap and entry[:2] > self._heap[0][:2]:
-            heapq.heapreplace(self._heap, entry)
-
-    def oldest_first(self) -> list[Letter]:
-        return [letter for _, _, letter in sorted(self._heap, key=lambda entry: entry[:2])]
 
 
 def summary_line(counts: Counter[tuple[str, str]], shown: int, crawl_id: str | None) -> str:

@@ -86,6 +86,16 @@ def test_a_crawl_through_a_proxy_fetches_every_page_through_it(
     fetcher_log = started[1].log_tail(400)
     assert "s3cret" not in fetcher_log
 
+    crawl_log = deployment.cli("log", "proxied")
+    assert crawl_log.returncode == 0, crawl_log.stderr
+    *fetches, summary = crawl_log.stdout.splitlines()
+    assert summary.startswith("5 fetches of crawl proxied: 200=3"), summary
+    assert "robots_denied=1" in summary and "permanent=1" in summary
+    denied = next(line for line in fetches if f"{named}/private" in line)
+    assert denied.split()[2] == "robots_denied", denied
+    refused = next(line for line in fetches if f"  {site.url('/')}" in line)
+    assert "blocked_address" in refused, refused
+
 
 def _lookup(deployment: Deployment, url: str) -> dict[str, object]:
     answer = deployment.cli("url", "proxied", url, "--json")

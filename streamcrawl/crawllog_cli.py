@@ -1,0 +1,106 @@
+"""`streamcrawl log CRAWL_ID [--limit N] [--json]`: every fetch of a crawl, as Heritrix's crawl.log.
+
+Each fetch attempt the fetchers made for the crawl, read from the `outcomes` topic (its retention,
+7 days by default) from its start to the end it had when the command started: when, the status (or
+how it failed), the URL's depth, how long it took, the URL, and where it redirected or why it
+failed. The ``--limit`` newest are listed oldest first (memory stays bounded however long the
+crawl); then a count of every attempt by its last word (the HTTP status, or the kind of failure).
+``--json`` writes every attempt as its FetchOutcome, one JSON object a line, as read.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from schemas import outcomes
+from schemas.exceptions import DecodeError
+from schemas.serde import decode, encode
+from streamcrawl.console import say
+from streamcrawl.kafka import read_to_end
+from streamcrawl.newest import Newest
+from streamcrawl.settings import Settings
+from streamcrawl.status import require_broker
+from streamcrawl.topics import topic_name
+
+DEFAULT_LIMIT = 100
+
+
+def add_command(commands: Any) -> None:
+    parser = commands.add_parser("log", help="every fetch of a crawl, as Heritrix's crawl.log")
+    parser.add_argument("crawl_id", metavar="CRAWL_ID", help="the crawl whose fetches to list")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_LIMIT,
+        help="list the N newest fetches, 0 for none, -1 for all (default: %(default)s)",
+    )
+    parser.add_argument("--json", action="store_true", help="every fetch as JSON, one a line")
+    parser.set_defaults(run=cmd_log)
+
+
+def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
+    require_broker(settings)
+    limit = args.limit if args.limit >= 0 else None
+    newest: Newest[outcomes.FetchOutcome] | None = None
+    if limit is not None:
+        newest = Newest(limit, lambda outcome: outcome.fetched_at)
+    every: list[outcomes.FetchOutcome] = []
+    counts: Counter[str] = Counter()
+    for outcome in read_outcomes(settings, args.crawl_id):
+        counts[outcomes.outcome_label(outcome)] += 1
+        if args.json:
+            say(encode(outcome).decode("utf-8"))
+        elif newest is not None:
+            newest.add(outcome)
+        else:
+            every.append(outcome)
+    if args.json:
+        return 0
+    shown = newest.oldest_first() if newest is not None else sorted(every, key=_time)
+    for outcome in shown:
+        say(line(outcome))
+    say(summary_line(args.crawl_id, counts, len(shown)))
+    return 0
+
+
+def read_outcomes(settings: Settings, crawl_id: str) -> Iterator[outcomes.FetchOutcome]:
+    """The crawl's fetch outcomes in the order read; a record that is not one is skipped."""
+    for _, value, _ in read_to_end(settings, topic_name(settings, outcomes.TOPIC)):
+        try:
+            outcome = decode(outcomes.FetchOutcome, value)
+        except DecodeError:
+            continue
+        if outcome.crawl_id == crawl_id:
+            yield outcome
+
+
+def _time(outcome: outcomes.FetchOutcome) -> int:
+    return outcome.fetched_at
+
+
+def line(outcome: outcomes.FetchOutcome) -> str:
+    """``when  status  depth  duration  URL  [-> target | error]``."""
+    at = datetime.fromtimestamp(outcome.fetched_at / 1000, UTC)
+    when = at.strftime("%Y-%m-%d %H:%M:%S.") + f"{outcome.fetched_at % 1000:03d}"
+    text = (
+        f"{when}  {outcomes.outcome_label(outcome):>9}  d{outcome.depth:<3} "
+        f"{outcome.elapsed_ms:>6}ms  {outcome.url}"
+    )
+    if outcome.redirect_to:
+        return f"{text}  -> {outcome.redirect_to}"
+    if outcome.kind in ("retryable", "permanent", "robots_denied") and outcome.error:
+        return f"{text}  {outcome.kind}: {outcome.error}"
+    return text
+
+
+def summary_line(crawl_id: str, counts: Counter[str], shown: int) -> str:
+    total = sum(counts.values())
+    if not total:
+        return f"no fetches of crawl {crawl_id} in outcomes"
+    listed = f", the last {shown} listed" if 0 < shown < total else ""
+    by_label = ", ".join(f"{label}={count}" for label, count in counts.most_common())
+    return f"{total} fetches of crawl {crawl_id}{listed}: {by_label}"
