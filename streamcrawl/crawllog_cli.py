@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from schemas import outcomes
-from schemas.exceptions import DecodeError
-from schemas.serde import decode, encode
+from schemas.serde import encode
 from streamcrawl.console import say
-from streamcrawl.kafka import read_to_end
+from streamcrawl.kafka import crawl_records_to_end
 from streamcrawl.newest import Newest
 from streamcrawl.settings import Settings
 from streamcrawl.status import require_broker
@@ -50,7 +48,8 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
         newest = Newest(limit, lambda outcome: outcome.fetched_at)
     every: list[outcomes.FetchOutcome] = []
     counts: Counter[str] = Counter()
-    for outcome in read_outcomes(settings, args.crawl_id):
+    topic = topic_name(settings, outcomes.TOPIC)
+    for outcome in crawl_records_to_end(settings, topic, outcomes.FetchOutcome, args.crawl_id):
         counts[outcomes.outcome_label(outcome)] += 1
         if args.json:
             say(encode(outcome).decode("utf-8"))
@@ -65,17 +64,6 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
         say(line(outcome))
     say(summary_line(args.crawl_id, counts, len(shown)))
     return 0
-
-
-def read_outcomes(settings: Settings, crawl_id: str) -> Iterator[outcomes.FetchOutcome]:
-    """The crawl's fetch outcomes in the order read; a record that is not one is skipped."""
-    for _, value, _ in read_to_end(settings, topic_name(settings, outcomes.TOPIC)):
-        try:
-            outcome = decode(outcomes.FetchOutcome, value)
-        except DecodeError:
-            continue
-        if outcome.crawl_id == crawl_id:
-            yield outcome
 
 
 def _time(outcome: outcomes.FetchOutcome) -> int:

@@ -14,15 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from schemas import items
-from schemas.exceptions import DecodeError
-from schemas.serde import decode, encode
+from schemas.serde import encode
 from streamcrawl.console import note
-from streamcrawl.kafka import read_to_end
+from streamcrawl.kafka import crawl_records_to_end
 from streamcrawl.settings import Settings
 from streamcrawl.status import require_broker
 from streamcrawl.topics import topic_name
@@ -55,7 +53,8 @@ def cmd_items(args: argparse.Namespace, settings: Settings) -> int:
 def _write(args: argparse.Namespace, settings: Settings, output: IO[str]) -> int:
     newest: dict[str, items.ExtractedItem] = {}
     counts: Counter[str] = Counter()
-    for item in read_items(settings, args.crawl_id):
+    topic = topic_name(settings, items.TOPIC)
+    for item in crawl_records_to_end(settings, topic, items.ExtractedItem, args.crawl_id):
         if args.all:
             _line(output, item, counts)
         elif item.url not in newest or item.fetched_at >= newest[item.url].fetched_at:
@@ -64,17 +63,6 @@ def _write(args: argparse.Namespace, settings: Settings, output: IO[str]) -> int
         _line(output, item, counts)
     note(summary_line(args.crawl_id, counts))
     return 0
-
-
-def read_items(settings: Settings, crawl_id: str) -> Iterator[items.ExtractedItem]:
-    """The crawl's items in the order read; a record that is not one is skipped."""
-    for _, value, _ in read_to_end(settings, topic_name(settings, items.TOPIC)):
-        try:
-            item = decode(items.ExtractedItem, value)
-        except DecodeError:
-            continue
-        if item.crawl_id == crawl_id:
-            yield item
 
 
 def _line(output: IO[str], item: items.ExtractedItem, counts: Counter[str]) -> None:

@@ -14,11 +14,14 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from pydantic import BaseModel
 
 from schemas import registry
+from schemas.exceptions import DecodeError
+from schemas.serde import decode
 from streamcrawl.exceptions import DeliveryError, FatalKafkaError
 from streamcrawl.logs import RepeatFilter
 from streamcrawl.settings import Settings
@@ -294,6 +297,9 @@ class KafkaProducer:
             CLIENT_LOG.error("%d messages undelivered at producer close", remaining)
 
 
+CrawlRecord = TypeVar("CrawlRecord", bound=BaseModel)
+"""A model with a ``crawl_id`` (an ExtractedItem, a FetchOutcome)."""
+
 StoredRecord = tuple[bytes | None, bytes | None, tuple[str, int, int]]
 """A record read back from a topic: key, value, and where it lies (topic, partition, offset)."""
 
@@ -318,6 +324,20 @@ def read_to_end(settings: Settings, topic: str, timeout_s: float = 30.0) -> Iter
         yield from _until_the_ends(consumer, topic, ends, timeout_s)
     finally:
         consumer.close()
+
+
+def crawl_records_to_end(
+    settings: Settings, topic: str, schema: type[CrawlRecord], crawl_id: str
+) -> Iterator[CrawlRecord]:
+    """`read_to_end` of ``topic``, each value decoded as ``schema`` and kept when it is of the
+    crawl (what `streamcrawl items` and `log` read); a record that is not one is skipped."""
+    for _, value, _ in read_to_end(settings, topic):
+        try:
+            record = decode(schema, value)
+        except DecodeError:
+            continue
+        if getattr(record, "crawl_id", None) == crawl_id:
+            yield record
 
 
 def _until_the_ends(
