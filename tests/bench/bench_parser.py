@@ -17,6 +17,11 @@ The figure is pages per CPU second of this single-threaded process, i.e. per cor
 rounds, so a noisy neighbour costs a round, not the result); the target is handler / baseline >=
 0.5. Not a test: nothing asserts.
 
+A second table prices extraction (``--extract``, `parser.items`) with :data:`SELECTORS`, five fields
+of the kinds spiders read: the handler with them against the handler without (what they add to a
+page), and against bare parsel applying the same selectors to a page it parses (a Scrapy
+spider's callback, without the links).
+
     python tests/bench/bench_parser.py [--rounds 5] [--seconds 1.0] [--pages 16]
 """
 
@@ -37,6 +42,7 @@ from parsel import Selector
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from parser.handler import PageParser
+from schemas.items import Extraction, selector_xpath
 from schemas.pages import FetchedPage
 
 TARGET_RATIO = 0.5
@@ -213,6 +219,47 @@ def fetched_page(body: bytes) -> FetchedPage:
     )
 
 
+SELECTORS = {
+    "title": "title::text",
+    "heading": "h1::text",
+    "navigation": "nav a::attr(href)",
+    "first_paragraph": "xpath:(//article//p)[1]//text()",
+    "related": "aside li a::text",
+}
+
+
+def bare_extraction(body: bytes) -> int:
+    selector = Selector(body=body, encoding="utf-8", type="html")
+    return sum(len(selector.xpath(selector_xpath(query)).getall()) for query in SELECTORS.values())
+
+
+def measure_extraction(
+    parser: PageParser, size: int, options: argparse.Namespace
+) -> tuple[float, float, float]:
+    """Pages per second: the handler without selectors, with them, and bare parsel with them."""
+    bodies = [generate_page(size, seed=size + index) for index in range(options.pages)]
+    plain = [fetched_page(body) for body in bodies]
+    extracting = [
+        page.model_copy(update={"extract": Extraction(fields=SELECTORS)}) for page in plain
+    ]
+    cycle = itertools.cycle(range(len(bodies)))
+
+    def without() -> None:
+        index = next(cycle)
+        parser.parse(plain[index], bodies[index])
+
+    def with_selectors() -> None:
+        index = next(cycle)
+        parser.parse(extracting[index], bodies[index])
+
+    def bare() -> None:
+        bare_extraction(bodies[next(cycle)])
+
+    without_rate, with_rate = rates(without, with_selectors, options.rounds, options.seconds)
+    bare_rate, again = rates(bare, with_selectors, options.rounds, options.seconds)
+    return without_rate, max(with_rate, again), bare_rate
+
+
 def measure(
     parser: PageParser, size: int, options: argparse.Namespace
 ) -> tuple[float, float, float, float]:
@@ -254,6 +301,17 @@ def main() -> None:
         print(
             f"{label:>8} {links:>6.0f} {edges:>6.0f} {baseline_rate:>13.1f} {handler_rate:>12.1f}"
             f" {ratio:>6.2f}  {verdict}"
+        )
+    print(
+        f"\n{'page':>8} {'handler p/s':>12} {'+selectors':>11} {'cost':>6}"
+        f" {'parsel+selectors':>17} {'ratio':>6}"
+    )
+    for label, size in (("20 KB", 20_000), ("100 KB", 100_000)):
+        without_rate, with_rate, bare_rate = measure_extraction(parser, size, options)
+        print(
+            f"{label:>8} {without_rate:>12.1f} {with_rate:>11.1f}"
+            f" {1 - with_rate / without_rate:>6.1%} {bare_rate:>17.1f}"
+            f" {with_rate / bare_rate:>6.2f}"
         )
 
 

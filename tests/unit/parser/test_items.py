@@ -146,3 +146,15 @@ def test_pages_without_selectors_or_not_parsed_as_html_yield_no_item() -> None:
     assert not_found.status == "skipped" and of_type(not_found, ExtractedItem) == []
     revisit = parse(b"", revisit=True, status=304, sha256="ab" * 32, extract=selectors)
     assert revisit.messages == []
+
+
+def test_regular_expressions_work_as_in_scrapy_through_exslt() -> None:
+    root, _ = _parse(PRODUCT.decode())
+    item = extract_fields(
+        root,
+        {
+            "amount": "xpath:re:replace(//span[@class='price']/text(), '[^0-9.]', 'g', '')",
+            "next": "xpath://a[re:test(@href, '^/product/[0-9]+$')]/@href",
+        },
+    )
+    assert item.values == {"amount": ["19.90"], "next": ["/product/2"]}
