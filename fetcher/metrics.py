@@ -17,7 +17,7 @@ kept in plain numbers that only the dispatcher's event loop writes, and turned i
 takes a lock for each increment and a Histogram two, plus a Python scan of its buckets, about
 8 us of CPU per fetch in all. A scrape reads the numbers while the loop may be writing them, so
 a histogram's sum can be one observation ahead of or behind its counts; the counts themselves are
-copied in one step and stay consistent. The rare events (robots.txt denials, blocked addresses)
+copied in one step and stay consistent. The rare events (robots.txt denials, blocked addresses, proxy errors)
 stay ordinary Counters.
 """
 
@@ -120,6 +120,10 @@ BLOCKED_ADDRESSES = Counter(
     "streamcrawl_fetcher_blocked_addresses_total",
     "Fetches refused because a host resolved to a blocked address",
 )
+PROXY_ERRORS = Counter(
+    "streamcrawl_fetcher_proxy_errors_total",
+    "Fetches that failed at the configured proxy: unreachable, a refused tunnel, a 407",
+)
 LEASES_EXPIRED = Counter(
     "streamcrawl_fetcher_leases_expired_total",
     "Requests dropped unfetched because their lease deadline passed while they waited here",
@@ -144,8 +148,11 @@ def record(result: FetchResult, outcome: str) -> None:
     tallies.requests[labels] = tallies.requests.get(labels, 0) + 1
     tallies.request_duration.observe(result.elapsed_s)
     tallies.response_bytes += result.wire_bytes
-    if result.failure is not None and result.failure.reason is Reason.BLOCKED_ADDRESS:
-        BLOCKED_ADDRESSES.inc()
+    if result.failure is not None:
+        if result.failure.reason is Reason.BLOCKED_ADDRESS:
+            BLOCKED_ADDRESSES.inc()
+        elif result.failure.reason is Reason.PROXY_ERROR:
+            PROXY_ERRORS.inc()
 
 
 def attempt_started() -> None:

@@ -224,7 +224,8 @@ def fetcher_row() -> list[Panel]:
             [target("sum(streamcrawl_fetcher_requests_in_flight)", "in flight")],
         ),
         timeseries(
-            "Robots denials, unreachable robots.txt, blocked addresses and expired leases",
+            "Robots denials, unreachable robots.txt, blocked addresses, proxy errors and expired "
+            "leases",
             [
                 target(f"sum(rate(streamcrawl_fetcher_robots_denied_total[{RATE}]))", "robots"),
                 target(
@@ -233,6 +234,9 @@ def fetcher_row() -> list[Panel]:
                 ),
                 target(
                     f"sum(rate(streamcrawl_fetcher_blocked_addresses_total[{RATE}]))", "blocked"
+                ),
+                target(
+                    f"sum(rate(streamcrawl_fetcher_proxy_errors_total[{RATE}]))", "proxy errors"
                 ),
                 target(f"sum(rate(streamcrawl_fetcher_leases_expired_total[{RATE}]))", "expired"),
             ],

@@ -5,6 +5,7 @@ outcome, robots.txt included, and nothing labelled with a URL or a host."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterator
 
 from aiohttp import web
@@ -14,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from fetcher import metrics
 from fetcher.http import fetch, open_session
+from fetcher.proxy import ProxySettings
 from fetcher.results import FetchTarget
 from fetcher.settings import FetcherSettings
 from schemas.fetch import FetchRequest
@@ -32,6 +34,7 @@ NAMES = (
     "streamcrawl_fetcher_robots_denied_total",
     "streamcrawl_fetcher_robots_unreachable_total",
     "streamcrawl_fetcher_blocked_addresses_total",
+    "streamcrawl_fetcher_proxy_errors_total",
     "streamcrawl_fetcher_leases_expired_total",
     "streamcrawl_fetcher_requests_in_flight",
     "streamcrawl_fetcher_politeness_wait_seconds_count",
@@ -199,3 +202,19 @@ def test_a_loop_histogram_exports_what_a_prometheus_histogram_would() -> None:
 
     assert samples(ours_registry) == samples(theirs_registry)
     assert samples(ours_registry)[("streamcrawl_fetcher_test_seconds_bucket", "+Inf")] == 12
+
+
+async def test_a_fetch_failing_at_the_proxy_counts_as_a_proxy_error() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = unused.getsockname()[1]
+    settings = SETTINGS.model_copy(
+        update={"proxy": ProxySettings(url=f"http://127.0.0.1:{closed}")}
+    )
+    before = _sample("streamcrawl_fetcher_proxy_errors_total")
+    finishes = Finishes(1)
+    with running(settings) as dispatcher:
+        request = _request("http://93.184.215.14/page", "93.184.215.14", 1, robots=False)
+        dispatcher.submit(request, finishes.deferred(0), 0)
+        assert await finishes.wait(), "the fetch finished"
+    assert _sample("streamcrawl_fetcher_proxy_errors_total") - before == 1
