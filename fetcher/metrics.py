@@ -17,8 +17,8 @@ kept in plain numbers that only the dispatcher's event loop writes, and turned i
 takes a lock for each increment and a Histogram two, plus a Python scan of its buckets, about
 8 us of CPU per fetch in all. A scrape reads the numbers while the loop may be writing them, so
 a histogram's sum can be one observation ahead of or behind its counts; the counts themselves are
-copied in one step and stay consistent. The rare events (robots.txt denials, blocked addresses, proxy errors)
-stay ordinary Counters.
+copied in one step and stay consistent. The rare events (robots.txt denials, blocked addresses,
+proxy errors) stay ordinary Counters.
 """
 
 from __future__ import annotations
