@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 import aiohttp
 import uvloop
@@ -244,13 +244,7 @@ async def _exchange(
         with deadline:
             token = _DEADLINE.set(deadline)
             try:
-                headers, via = _request_headers(target), {}
-                authorization = session.authorizations.header_for(url)
-                if authorization is not None:
-                    headers["Authorization"] = authorization
-                if proxy is not None:
-                    await proxy.check_target(request_url.raw_host or "", request_url.port or 0)
-                    via = proxy.request_arguments(request_url, headers)
+                headers, via = await _prepared(session, proxy, request_url, target)
                 async with session.http.get(
                     request_url, allow_redirects=False, headers=headers, **via
                 ) as response:
@@ -269,6 +263,21 @@ async def _exchange(
             _fail(draft, classify_exception(error))
     except _FETCH_ERRORS as error:
         _fail(draft, classify_exception(error, proxy.host if proxy is not None else None))
+
+
+async def _prepared(
+    session: FetchSession, proxy: Proxy | None, url: URL, target: FetchTarget
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The request's headers, with the origin's credentials, and aiohttp's proxy arguments
+    (none when it goes direct); a proxied target's address is checked first (`fetcher.proxy`)."""
+    headers = _request_headers(target)
+    authorization = session.authorizations.header_for(str(url))
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    if proxy is None:
+        return headers, {}
+    await proxy.check_target(url.raw_host or "", url.port or 0)
+    return headers, proxy.request_arguments(url, headers)
 
 
 def _request_headers(target: FetchTarget) -> dict[str, str]:
