@@ -144,6 +144,8 @@ class FetchResult:
         }
         if request.extract is not None and not revisit:
             fields["extract"] = {"v": SCHEMA_VERSION, "fields": request.extract.fields}
+        if request.follow_within is not None and not revisit:
+            fields["follow_within"] = request.follow_within
         return fields
 
     def outcome_fields(

@@ -43,6 +43,8 @@ class PageFields(TypedDict):
     revisit: bool
     extract: NotRequired[ExtractionFields]
     """Only when the request carries selectors (the model leaves it out when None)."""
+    follow_within: NotRequired[str]
+    """Only when the request carries one (the model leaves it out when None)."""
 
 
 class ExtractionFields(TypedDict):

@@ -297,6 +297,7 @@ def lease(
         last_modified=entry.last_modified,
         content_hash=entry.content_hash,
         extract=extraction_for(request, entry.url),
+        follow_within=request.follow_within,
     )
     session.produce(session.topics.fetch, host, fetch_request)
 

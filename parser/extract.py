@@ -44,7 +44,7 @@ from typing import Any
 from lxml import etree
 from parsel.selector import create_root_node
 
-from parser.items import ItemFields, extract_fields
+from parser.items import ItemFields, extract_fields, links_within
 from parser.linkwalk import LinkOccurrence, WalkedPage, walk_page
 from parser.resolve import LinkResolver
 from parser.robots import (
@@ -112,6 +112,9 @@ class PageExtract:
     """Set when lxml could not build a tree; the page then reads as empty."""
     item: ItemFields | None = None
     """The crawl's fields read from the page, when it named selectors (`parser.items`)."""
+    followable: frozenset[str] | None = None
+    """With ``follow_within``: the canonical targets of the links inside what it matched, the
+    only ones to discover (None: every link may be)."""
     edges: list[LinkEdge] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -143,12 +146,13 @@ def extract_page(
     max_links: int = DEFAULT_MAX_LINKS,
     robots_names: frozenset[str] = DEFAULT_ROBOTS_NAMES,
     selectors: Mapping[str, str] | None = None,
+    follow_within: str | None = None,
 ) -> PageExtract:
     """Parse ``text`` (the decoded page) fetched from ``page_url``, a canonical http(s) URL.
 
     ``headers`` are the response headers (any key case); ``discovered_at`` stamps every edge;
-    ``selectors`` (field name -> selector) fill the page's item. Raises ValueError only when
-    ``page_url`` is not an http(s) URL.
+    ``selectors`` (field name -> selector) fill the page's item; ``follow_within`` (a selector)
+    sets ``followable``. Raises ValueError only when ``page_url`` is not an http(s) URL.
     """
     page = canonical_url(page_url)
     if page is None:
@@ -182,6 +186,7 @@ def extract_page(
         duplicates=builder.duplicates,
         parse_error=parse_error,
         item=extract_fields(root, selectors) if selectors else None,
+        followable=links_within(root, follow_within, base) if follow_within else None,
     )
 
 

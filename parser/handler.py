@@ -22,8 +22,9 @@ PageLinks and a report of zero. A body the fetcher cut at its limit is parsed as
 
 What is discovered: every edge's target except the page itself, and except, unless the crawl has
 ``follow_nofollow``, links with rel nofollow, ugc or sponsored (all three ask crawlers not to
-endorse, hence not to follow). A page-level robots ``nofollow`` (meta or X-Robots-Tag) suppresses
-all discovery, whatever ``follow_nofollow`` says; the edges still go to the link graph.
+endorse, hence not to follow). A crawl's ``follow_within`` keeps only the links inside the regions
+it matches (`parser.items.links_within`). A page-level robots ``nofollow`` (meta or X-Robots-Tag)
+suppresses all discovery, whatever ``follow_nofollow`` says; the edges still go to the link graph.
 
 Output is a function of the input only: ``discovered_at`` defaults to the page's ``fetched_at``, so
 a redelivered page yields identical messages, and the link graph's upserts stay idempotent.
@@ -166,14 +167,17 @@ class PageParser:
             max_links=self.settings.max_links,
             robots_names=self.settings.robots_names,
             selectors=page.extract.fields if page.extract is not None else None,
+            follow_within=page.follow_within,
         )
         targets: list[tuple[str, _UrlItem]] = []
+        followable = extract.followable
         if not extract.robots.nofollow:
             targets = [
                 (link.host, {"url": link.edge.to_url})
                 for link in extract.links
                 if link.edge.to_url != output.from_url
                 and (page.follow_nofollow or not is_nofollow(link.edge))
+                and (followable is None or link.edge.to_url in followable)
             ]
         return output.result(
             "html",

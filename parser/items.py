@@ -1,4 +1,5 @@
-"""A crawl's fields read from one parsed page with its selectors (`schemas.items`).
+"""A crawl's selectors applied to one parsed page: its fields (`schemas.items`), and the links
+inside its ``follow_within`` regions.
 
 Each selector runs on the tree `parser.extract` already built (no second parse), through parsel, so
 a field holds what ``Selector.xpath(...).getall()`` gives in Scrapy: text and attribute values as
@@ -17,6 +18,7 @@ from typing import Any
 from lxml import etree
 from parsel import Selector
 
+from schemas.canonical import canonical_url
 from schemas.items import (
     MAX_ITEM_CHARS,
     MAX_VALUE_CHARS,
@@ -66,3 +68,26 @@ def extract_fields(root: Any, selectors: Mapping[str, str]) -> ItemFields:
             budget -= len(value)
             kept.append(value)
     return item
+
+
+_LINKS_BELOW = "descendant-or-self::*[self::a or self::area]/@href"
+
+
+def links_within(root: Any, selector: str, base: str) -> frozenset[str]:
+    """The canonical targets (against ``base``) of the ``a`` and ``area`` links inside the
+    elements ``selector`` matches; what is not an element (a text, an attribute) holds none.
+    A selector that fails on the page holds none either: the page's links are then not
+    followed, which is what a region that is not there means."""
+    try:
+        regions = Selector(root=root, type="html").xpath(selector_xpath(selector))
+    except (ValueError, etree.XPathError):
+        return frozenset()
+    targets = set()
+    for region in regions:
+        if not isinstance(region.root, etree._Element):
+            continue
+        for href in region.xpath(_LINKS_BELOW).getall():
+            target = canonical_url(href.strip(), base)
+            if target is not None:
+                targets.add(target)
+    return frozenset(targets)

@@ -43,3 +43,5 @@ class FetchRequest(InternalModel):
     extract: Extraction | None = Field(default=None, exclude_if=lambda extract: extract is None)
     """The crawl's selectors when this URL's fields are extracted (`schemas.items`); left out of
     the JSON otherwise."""
+    follow_within: str | None = Field(default=None, exclude_if=lambda selector: selector is None)
+    """The crawl's `follow_within`: the parser discovers only the links inside what it matches."""

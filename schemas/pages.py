@@ -51,3 +51,5 @@ class FetchedPage(InternalModel):
     WARC revisit. The outcome's `page_sent` stays false, since no ParseReport follows."""
     extract: Extraction | None = Field(default=None, exclude_if=lambda extract: extract is None)
     """The request's selectors, for the parser (`schemas.items`); left out when none."""
+    follow_within: str | None = Field(default=None, exclude_if=lambda selector: selector is None)
+    """The request's `follow_within`, for the parser; left out when none."""

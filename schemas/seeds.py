@@ -22,7 +22,7 @@ from pydantic import Discriminator, Field, Tag, TypeAdapter, ValidationInfo, fie
 
 from schemas.base import InboundModel
 from schemas.canonical import canonical_url
-from schemas.items import Extraction, FieldName, Selector, check_fields
+from schemas.items import Extraction, FieldName, Selector, check_fields, selector_xpath
 from schemas.serde import PART_HEADROOM_BYTES
 from schemas.topic import MIB, TopicSpec
 
@@ -183,6 +183,10 @@ class CrawlRequest(InboundModel):
     ``xpath:``): one item a page on `items` (`schemas.items`)."""
     extract_pattern: str | None = None
     """Extract only from pages whose URL it matches (anywhere); every page when unset."""
+    follow_within: Selector | None = None
+    """Discover only the links inside the elements it matches on a page (CSS, or XPath after
+    ``xpath:``), as Scrapy's restrict_css: a pagination bar, a product list. Every link is
+    still an edge of the link graph."""
 
     @field_validator("seeds")
     @classmethod
@@ -198,6 +202,13 @@ class CrawlRequest(InboundModel):
     @classmethod
     def _selectors_compile(cls, fields: dict[str, str] | None) -> dict[str, str] | None:
         return check_fields(fields) if fields else None
+
+    @field_validator("follow_within")
+    @classmethod
+    def _region_selector_compiles(cls, selector: str | None) -> str | None:
+        if selector is not None:
+            selector_xpath(selector)
+        return selector
 
     @field_validator("extract_pattern")
     @classmethod

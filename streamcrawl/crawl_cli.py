@@ -82,6 +82,7 @@ OPTIONS = {
     "scope_score_threshold": "--scope-threshold",
     "extract": "--extract",
     "extract_pattern": "--extract-pattern",
+    "follow_within": "--follow-within",
 }
 """The option that sets each CrawlRequest field (errors name the option, not the field)."""
 
@@ -185,6 +186,12 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
     )
     scope.add_argument(
         "--sitemaps", action="store_true", help="admit the URLs of sitemaps robots.txt lists"
+    )
+    scope.add_argument(
+        "--follow-within",
+        metavar="SELECTOR",
+        help="discover only the links inside the elements it matches (CSS, or xpath:...), "
+        "e.g. '.pagination, .product-list'; every link still goes to the link graph",
     )
     limits = command.add_argument_group("limits")
     limits.add_argument(
@@ -346,6 +353,7 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         "recrawl_min_hours": args.recrawl_min_hours,
         "recrawl_max_hours": args.recrawl_max_hours,
         "scope_score_threshold": args.scope_threshold,
+        "follow_within": args.follow_within,
     }
     fields.update({name: value for name, value in given.items() if value is not None})
     if args.content_type:

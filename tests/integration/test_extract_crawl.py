@@ -1,5 +1,6 @@
 """Extraction through the real services: a crawl naming fields gets one item per product page on
-`items`, and `streamcrawl items` writes them as JSON lines (`schemas.items`)."""
+`items`, and `streamcrawl items` writes them as JSON lines (`schemas.items`); its
+`--follow-within` keeps the crawl to the product list's links."""
 
 from __future__ import annotations
 
@@ -33,9 +34,11 @@ def shop() -> Iterator[LocalSite]:
             "/": (
                 200,
                 HTML,
-                b"<title>Shop</title><h1>Shop</h1>"
-                b'<a href="/product/1">1</a> <a href="/product/2">2</a> <a href="/product/3">3</a>',
+                b'<title>Shop</title><h1>Shop</h1><nav><a href="/about">about</a></nav>'
+                b'<ul class="products"><li><a href="/product/1">1</a></li>'
+                b'<li><a href="/product/2">2</a></li><li><a href="/product/3">3</a></li></ul>',
             ),
+            "/about": (200, HTML, b"<h1>About</h1>"),
             "/product/1": (200, HTML, _product(1, "19.90")),
             "/product/2": (200, HTML, _product(2, "24.50")),
             "/product/3": (200, HTML, _product(3, None)),
@@ -60,9 +63,11 @@ def test_a_crawl_with_selectors_yields_an_item_per_matching_page(
         "--extract=price=span.price::text",
         "--extract=title=xpath://title/text()",
         "--extract-pattern=/product/",
+        "--follow-within=.products",
     )
     assert seeded.returncode == 0, seeded.stderr
     wait_crawl_done(deployment, started, 120)
+    assert "/about" not in shop.paths(), "only the product list's links are followed"
 
     written = deployment.cli("items", "shop")
     assert written.returncode == 0, written.stderr

@@ -99,6 +99,7 @@ def test_every_option_reaches_its_field() -> None:
         "--extract=title=h1::text",
         "--extract=price=xpath://span[@class='price']/text()",
         "--extract-pattern=/product/",
+        "--follow-within=.pagination, .products",
     )
     assert request.model_dump() == {
         "v": 1,
@@ -128,6 +129,7 @@ def test_every_option_reaches_its_field() -> None:
         "scope_score_threshold": 0.4,
         "extract": {"title": "h1::text", "price": "xpath://span[@class='price']/text()"},
         "extract_pattern": "/product/",
+        "follow_within": ".pagination, .products",
     }
 
 

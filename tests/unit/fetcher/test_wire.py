@@ -98,11 +98,11 @@ EXTRACTION = Extraction(fields={"title": "h1::text", "price": "xpath://span[@id=
 
 
 @pytest.mark.parametrize("name", list(RESULTS))
-@pytest.mark.parametrize("extract", [None, EXTRACTION])
+@pytest.mark.parametrize(("extract", "follow_within"), [(None, None), (EXTRACTION, ".products")])
 def test_the_page_envelope_is_written_as_pydantic_writes_it(
-    name: str, extract: Extraction | None
+    name: str, extract: Extraction | None, follow_within: str | None
 ) -> None:
-    result, request = RESULTS[name], _request(extract=extract)
+    result, request = RESULTS[name], _request(extract=extract, follow_within=follow_within)
     fields, model = result.page_fields(request), result.page(request)
     if model is None:
         assert fields is None

@@ -18,7 +18,7 @@ from schemas.items import (
 )
 from schemas.seeds import CrawlRequest, extraction_for
 from tests.unit.parser.pages import FETCHED_AT
-from tests.unit.parser.test_handler import of_type, parse
+from tests.unit.parser.test_handler import discovered_urls, of_type, parse
 
 PRODUCT = b"""<html><head><title> Blue kettle | Shop </title></head><body>
 <h1>Blue <em>kettle</em></h1>
@@ -158,3 +158,37 @@ def test_regular_expressions_work_as_in_scrapy_through_exslt() -> None:
         },
     )
     assert item.values == {"amount": ["19.90"], "next": ["/product/2"]}
+
+
+# ----- follow_within -------------------------------------------------------------------------
+
+LISTING = b"""<html><body>
+<nav><a href="/about">About</a> <a href="/cart">Cart</a></nav>
+<ul class="products"><li><a href="/product/1">One</a></li><li><a href="product/2">Two</a></li></ul>
+<div class="pagination"><a href="?page=2">2</a> <area href="/page/3"></div>
+<footer><a href="https://other.example/">elsewhere</a></footer>
+</body></html>"""
+
+
+def test_follow_within_discovers_only_the_links_inside_its_regions_and_keeps_every_edge() -> None:
+    url = "https://shop.example/list/"
+    result = parse(LISTING, url=url, follow_within=".products, .pagination")
+    assert discovered_urls(result) == {
+        "shop.example": [
+            "https://shop.example/product/1",
+            "https://shop.example/list/product/2",
+            "https://shop.example/list/?page=2",
+            "https://shop.example/page/3",
+        ]
+    }
+    assert len(result.extract.edges if result.extract else []) == 7
+    everything = parse(LISTING, url=url)
+    assert sum(len(urls) for urls in discovered_urls(everything).values()) == 7
+
+
+def test_a_follow_within_region_that_is_not_there_or_no_element_discovers_nothing() -> None:
+    url = "https://shop.example/list/"
+    for selector in (".no-such-region", "xpath://ul/@class", "xpath:no-such-function()"):
+        assert discovered_urls(parse(LISTING, url=url, follow_within=selector)) == {}, selector
+    with pytest.raises(ValidationError, match="CSS selector does not parse"):
+        CrawlRequest(seeds=["https://shop.example/"], follow_within="ul::nope")
