@@ -85,7 +85,7 @@ class ProxySettings(BaseModel):
         return entries
 
     @model_validator(mode="after")
-    def _password_needs_user(self) -> ProxySettings:
+    def _parts_fit_together(self) -> ProxySettings:
         if self.password.get_secret_value() and not self.username:
             raise ValueError("proxy password given without a username")
         if self.url is None and (self.username or self.bypass):

@@ -306,7 +306,7 @@ StoredRecord = tuple[bytes | None, bytes | None, tuple[str, int, int]]
 
 def read_to_end(settings: Settings, topic: str, timeout_s: float = 30.0) -> Iterator[StoredRecord]:
     """Every record of ``topic`` from its start to the end it had when this started, partition
-    by partition, never followed (what `streamcrawl deadletters` and `items` show). Raises
+    by partition, never followed (what `streamcrawl deadletters`, `items` and `log` show). Raises
     TimeoutError when no record arrives for ``timeout_s`` before the end."""
     consumer = Consumer(table_consumer_config(settings))
     try:
