@@ -281,7 +281,8 @@ async def _prepared(
 
 
 def _request_headers(target: FetchTarget) -> dict[str, str]:
-    headers = {"Accept": _accept_header(target.content_types)}
+    headers = dict(target.headers) if target.headers else {}
+    headers["Accept"] = _accept_header(target.content_types)
     if target.etag:
         headers["If-None-Match"] = target.etag
     if target.last_modified:

@@ -42,6 +42,8 @@ class FetchTarget:
     """sha256 hex of the body fetched last time: the same body again is ``unchanged``."""
     deadline_ms: int | None = None
     """Epoch milliseconds after which the result is useless (the lease deadline)."""
+    headers: Mapping[str, str] | None = None
+    """The crawl's own request headers, sent with the fetcher's."""
     on_sent: SentHook | None = field(default=None, compare=False, repr=False)
     """Called when the request's headers have been written (never when it got no further)."""
 
@@ -54,6 +56,7 @@ class FetchTarget:
             last_modified=request.last_modified,
             content_hash=request.content_hash,
             deadline_ms=request.deadline,
+            headers=request.headers,
             on_sent=on_sent,
         )
 

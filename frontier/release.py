@@ -298,6 +298,7 @@ def lease(
         content_hash=entry.content_hash,
         extract=extraction_for(request, entry.url),
         follow_within=request.follow_within,
+        headers=request.headers,
     )
     session.produce(session.topics.fetch, host, fetch_request)
 

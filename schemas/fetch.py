@@ -45,3 +45,5 @@ class FetchRequest(InternalModel):
     the JSON otherwise."""
     follow_within: str | None = Field(default=None, exclude_if=lambda selector: selector is None)
     """The crawl's `follow_within`: the parser discovers only the links inside what it matches."""
+    headers: dict[str, str] | None = Field(default=None, exclude_if=lambda headers: headers is None)
+    """The crawl's own request headers (`CrawlRequest.headers`); left out when none."""

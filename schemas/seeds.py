@@ -69,6 +69,57 @@ def fetched_content_types(request: CrawlRequest, url: str) -> list[str]:
     return kept
 
 
+MAX_HEADERS = 20
+MAX_HEADER_BYTES = 1000
+FETCHER_HEADERS = frozenset(
+    {
+        "host",
+        "user-agent",
+        "accept",
+        "accept-encoding",
+        "authorization",
+        "connection",
+        "content-length",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "keep-alive",
+        "if-none-match",
+        "if-modified-since",
+        "if-match",
+        "if-unmodified-since",
+        "if-range",
+        "range",
+        "expect",
+    }
+)
+"""Headers a crawl may not set: the fetcher's (its identity, which robots.txt rules are matched
+against; Accept from --content-type; the encodings it can decode; the conditional headers of
+recrawls; credentials, which go to one origin from the fetcher's configuration) and HTTP's own."""
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def check_headers(headers: dict[str, str]) -> dict[str, str]:
+    """The headers when a crawl may send them all, else ValueError naming each bad one."""
+    if len(headers) > MAX_HEADERS:
+        raise ValueError(f"{len(headers)} headers, at most {MAX_HEADERS}")
+    problems = []
+    for name, value in headers.items():
+        lowered = name.lower()
+        if not _TOKEN.match(name):
+            problems.append(f"{name[:100]!r} is not a header name")
+        elif lowered in FETCHER_HEADERS or lowered.startswith("proxy-"):
+            problems.append(f"{name} is the fetcher's to send")
+        elif any(character in value for character in "\r\n\0"):
+            problems.append(f"{name}: the value holds a line break or NUL")
+        elif len(name) + len(value) > MAX_HEADER_BYTES:
+            problems.append(f"{name}: longer than {MAX_HEADER_BYTES} bytes")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return headers
+
+
 def extraction_for(request: CrawlRequest, url: str) -> Extraction | None:
     """The selectors a fetch of `url` carries to the parser: the crawl's, when it names fields
     and its ``extract_pattern`` (if any) matches the URL."""
@@ -183,6 +234,10 @@ class CrawlRequest(InboundModel):
     ``xpath:``): one item a page on `items` (`schemas.items`)."""
     extract_pattern: str | None = None
     """Extract only from pages whose URL it matches (anywhere); every page when unset."""
+    headers: dict[str, str] | None = None
+    """Request headers sent with every fetch of the crawl (Accept-Language, Cookie, Referer,
+    X-...), as Scrapy's DEFAULT_REQUEST_HEADERS; not robots.txt's. The headers the fetcher owns
+    are refused (`check_headers`)."""
     follow_within: Selector | None = None
     """Discover only the links inside the elements it matches on a page (CSS, or XPath after
     ``xpath:``), as Scrapy's restrict_css: a pagination bar, a product list. Every link is
@@ -202,6 +257,13 @@ class CrawlRequest(InboundModel):
     @classmethod
     def _selectors_compile(cls, fields: dict[str, str] | None) -> dict[str, str] | None:
         return check_fields(fields) if fields else None
+
+    @field_validator("headers")
+    @classmethod
+    def _headers_are_the_crawls_to_set(
+        cls, headers: dict[str, str] | None
+    ) -> dict[str, str] | None:
+        return check_headers(headers) if headers else None
 
     @field_validator("follow_within")
     @classmethod

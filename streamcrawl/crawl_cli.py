@@ -83,6 +83,7 @@ OPTIONS = {
     "extract": "--extract",
     "extract_pattern": "--extract-pattern",
     "follow_within": "--follow-within",
+    "headers": "--header",
 }
 """The option that sets each CrawlRequest field (errors name the option, not the field)."""
 
@@ -242,6 +243,13 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         + " (repeatable; default: html)",
     )
     fetching.add_argument(
+        "--header",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="a request header sent with every fetch of the crawl, e.g. 'Accept-Language: de' "
+        "(repeatable; not User-Agent, Accept or the other headers the fetcher sends itself)",
+    )
+    fetching.add_argument(
         "--recrawl-hours",
         type=float,
         metavar="H",
@@ -363,6 +371,9 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
     if args.extract:
         fields["extract"], bad = _extract_fields(args.extract)
         problems += bad
+    if args.header:
+        fields["headers"], bad = _headers(args.header)
+        problems += bad
     if args.extract_pattern is not None:
         fields["extract_pattern"] = args.extract_pattern
     try:
@@ -382,6 +393,19 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
             f"{len(request.seeds)} seed URLs into crawls of about {fitting} at most"
         )
     return request
+
+
+def _headers(given: list[str]) -> tuple[dict[str, str], list[str]]:
+    """``--header 'NAME: VALUE'`` options as headers, and the problems of the malformed ones."""
+    headers: dict[str, str] = {}
+    problems: list[str] = []
+    for option in given:
+        name, colon, value = option.partition(":")
+        if not colon or not name.strip():
+            problems.append(f"--header: {option[:100]!r} is not 'NAME: VALUE'")
+        else:
+            headers[name.strip()] = value.strip()
+    return headers, problems
 
 
 def _extract_fields(given: list[str]) -> tuple[dict[str, str], list[str]]:

@@ -1,6 +1,7 @@
 """Extraction through the real services: a crawl naming fields gets one item per product page on
 `items`, and `streamcrawl items` writes them as JSON lines (`schemas.items`); its
-`--follow-within` keeps the crawl to the product list's links."""
+`--follow-within` keeps the crawl to the product list's links, and its `--header` goes with every
+fetch of the crawl, not with robots.txt."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from schemas.registry import ALL_TOPICS
 from tests.support import Deployment, LocalSite, ServiceProcess, wait_crawl_done
@@ -26,9 +28,19 @@ def _product(number: int, price: str | None) -> bytes:
     ).encode()
 
 
+class Shop(LocalSite):
+    """Keeps the request headers of each path."""
+
+    headers_seen: dict[str, dict[str, str]]
+
+    async def _answer(self, request: web.Request) -> web.Response:
+        self.headers_seen[request.path] = dict(request.headers)
+        return await super()._answer(request)
+
+
 @pytest.fixture
-def shop() -> Iterator[LocalSite]:
-    local = LocalSite(
+def shop() -> Iterator[Shop]:
+    local = Shop(
         {
             "/robots.txt": (200, {}, b"User-agent: *\n"),
             "/": (
@@ -43,13 +55,15 @@ def shop() -> Iterator[LocalSite]:
             "/product/2": (200, HTML, _product(2, "24.50")),
             "/product/3": (200, HTML, _product(3, None)),
         }
-    ).start()
+    )
+    local.headers_seen = {}
+    local.start()
     yield local
     local.stop()
 
 
 def test_a_crawl_with_selectors_yields_an_item_per_matching_page(
-    kafka_bootstrap: str, tmp_path: Path, shop: LocalSite, started: list[ServiceProcess]
+    kafka_bootstrap: str, tmp_path: Path, shop: Shop, started: list[ServiceProcess]
 ) -> None:
     deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
     deployment.create(ALL_TOPICS)
@@ -64,10 +78,13 @@ def test_a_crawl_with_selectors_yields_an_item_per_matching_page(
         "--extract=title=xpath://title/text()",
         "--extract-pattern=/product/",
         "--follow-within=.products",
+        "--header=Accept-Language: de",
     )
     assert seeded.returncode == 0, seeded.stderr
     wait_crawl_done(deployment, started, 120)
     assert "/about" not in shop.paths(), "only the product list's links are followed"
+    assert shop.headers_seen["/product/2"]["Accept-Language"] == "de"
+    assert "Accept-Language" not in shop.headers_seen["/robots.txt"], "robots.txt is the fetcher's"
 
     written = deployment.cli("items", "shop")
     assert written.returncode == 0, written.stderr

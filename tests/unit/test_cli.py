@@ -100,6 +100,8 @@ def test_every_option_reaches_its_field() -> None:
         "--extract=price=xpath://span[@class='price']/text()",
         "--extract-pattern=/product/",
         "--follow-within=.pagination, .products",
+        "--header=Accept-Language: de",
+        "--header=Cookie: consent=yes",
     )
     assert request.model_dump() == {
         "v": 1,
@@ -130,6 +132,7 @@ def test_every_option_reaches_its_field() -> None:
         "extract": {"title": "h1::text", "price": "xpath://span[@class='price']/text()"},
         "extract_pattern": "/product/",
         "follow_within": ".pagination, .products",
+        "headers": {"Accept-Language": "de", "Cookie": "consent=yes"},
     }
 
 

@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from schemas import (
     budget,
@@ -502,3 +502,25 @@ def test_a_sitemap_crawl_keeps_sitemap_media_types_for_sitemap_like_urls_only() 
         "application/gzip",
         "application/x-gzip",
     ]
+
+
+def test_a_crawls_headers_are_checked_and_the_fetchers_own_refused() -> None:
+    base = {"seeds": ["https://example.com/"]}
+    accepted = seeds.CrawlRequest.model_validate(
+        {**base, "headers": {"Accept-Language": "de", "X-Research": "contact me@example.org"}}
+    )
+    assert accepted.headers == {"Accept-Language": "de", "X-Research": "contact me@example.org"}
+    refused = {
+        "User-Agent": "is the fetcher's to send",
+        "accept": "is the fetcher's to send",
+        "Proxy-Authorization": "is the fetcher's to send",
+        "Authorization": "is the fetcher's to send",
+        "X Y": "is not a header name",
+        "X-Split": "line break",
+    }
+    for name, message in refused.items():
+        value = "a\r\nInjected: 1" if name == "X-Split" else "x"
+        with pytest.raises(ValidationError, match=message):
+            seeds.CrawlRequest.model_validate({**base, "headers": {name: value}})
+    with pytest.raises(ValidationError, match="at most 20"):
+        seeds.CrawlRequest.model_validate({**base, "headers": {f"X-{n}": "v" for n in range(21)}})

@@ -205,6 +205,8 @@ SAMPLES: dict[str, list[tuple[Any, BaseModel]]] = {
                 lease_id="lease-2",
                 deadline=NOW + 60_000,
                 extract=items.Extraction(fields={"title": "h1::text", "sku": "xpath://@data-sku"}),
+                follow_within=".pagination",
+                headers={"Accept-Language": "de", "Cookie": "a=b"},
             ),
         ),
     ],

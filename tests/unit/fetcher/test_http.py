@@ -427,3 +427,22 @@ async def test_results_keep_the_decoded_buffer_without_a_copy(
         result = await fetch(session, FetchTarget(server.url("/page")), FAST_LIMITS, clock)
     assert isinstance(result.body, bytearray)
     assert result.body == b"<html>hello</html>"
+
+
+async def test_a_crawls_own_headers_go_with_the_fetchers(
+    sessions: Sessions, clock: FakeClock
+) -> None:
+    seen: list[dict[str, str]] = []
+    async with app_server(_site(Counter(), seen)) as server:
+        session = await sessions.open()
+        target = FetchTarget(
+            server.url("/page"),
+            content_types=("text/html",),
+            headers={"Accept-Language": "de-CH, de;q=0.9", "Cookie": "consent=yes"},
+        )
+        result = await fetch(session, target, FAST_LIMITS, clock)
+    assert result.kind == "done"
+    assert seen[0]["Accept-Language"] == "de-CH, de;q=0.9"
+    assert seen[0]["Cookie"] == "consent=yes"
+    assert seen[0]["Accept"] == "text/html"
+    assert "streamcrawl" in seen[0]["User-Agent"]
