@@ -107,3 +107,8 @@ def test_a_crawl_with_selectors_yields_an_item_per_matching_page(
     assert every.returncode == 0, every.stderr
     assert len(output.read_text().splitlines()) >= 3
     assert "no items of crawl other" in deployment.cli("items", "other").stderr
+    table = deployment.cli("items", "shop", "--csv")
+    assert table.returncode == 0, table.stderr
+    header, *rows = table.stdout.splitlines()
+    assert header == "url,fetched_at,status,name,price,title,truncated"
+    assert sorted(row.split(",")[3] for row in rows) == ["Kettle 1", "Kettle 2", "Kettle 3"]
