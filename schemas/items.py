@@ -10,7 +10,10 @@ as JSON lines). Keyed by URL like `pages`; a recrawl produces the page's item ag
 
 A selector is CSS (parsel's, with ``::text`` and ``::attr(name)``), or XPath after ``xpath:``.
 Each match is a string as parsel's ``getall()`` gives it (an element as its HTML), stripped of
-surrounding whitespace; empty strings are left out.
+surrounding whitespace; empty strings are left out. ``jsonld:TYPE`` reads the page's JSON-LD
+(schema.org structured data, what ``extruct`` and the Web Data Commons read): every top-level
+object, or member of an ``@graph``, whose ``@type`` is TYPE (``Product``, or the full
+``https://schema.org/Product``), as compact JSON; ``jsonld:`` alone, every object.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ MAX_ITEM_CHARS = 256 * 1024
 """Characters of values in one item; past it values are left out and the item marked truncated."""
 XPATH_PREFIX = "xpath:"
 CSS_PREFIX = "css:"
+JSONLD_PREFIX = "jsonld:"
+_JSONLD_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_:/.#-]{0,200}$")
 FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
 FieldName = Annotated[str, Field(max_length=64)]
@@ -78,6 +83,24 @@ def selector_xpath(selector: str) -> str:
     return xpath
 
 
+def jsonld_type(selector: str) -> str | None:
+    """The type a ``jsonld:`` selector asks for ("" for every object), or None when it is no
+    JSON-LD selector; ValueError when the type is no type name."""
+    text = selector.strip()
+    if not text.startswith(JSONLD_PREFIX):
+        return None
+    wanted = text.removeprefix(JSONLD_PREFIX).strip()
+    if wanted and not _JSONLD_TYPE.match(wanted):
+        raise ValueError(f"JSON-LD type {wanted[:100]!r} is no type name (Product, Article, ...)")
+    return wanted
+
+
+def check_selector(selector: str) -> None:
+    """ValueError saying why when ``selector`` is no field selector (CSS, XPath or JSON-LD)."""
+    if jsonld_type(selector) is None:
+        selector_xpath(selector)
+
+
 def check_fields(fields: dict[str, str]) -> dict[str, str]:
     """The fields when every name is one and every selector compiles, and there are not too
     many; else ValueError naming each bad one."""
@@ -92,7 +115,7 @@ def check_fields(fields: dict[str, str]) -> dict[str, str]:
             )
             continue
         try:
-            selector_xpath(selector)
+            check_selector(selector)
         except ValueError as error:
             problems.append(f"field {name!r}: {error}")
     if problems:

@@ -286,7 +286,8 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         action="append",
         metavar="NAME=SELECTOR",
         help="a field read from every fetched page: a CSS selector (parsel's, with ::text and "
-        "::attr(name)) or xpath:EXPRESSION, e.g. title=h1::text (repeatable)",
+        "::attr(name)), xpath:EXPRESSION, or jsonld:TYPE (schema.org structured data), e.g. "
+        "title=h1::text (repeatable)",
     )
     extraction.add_argument(
         "--extract-pattern",

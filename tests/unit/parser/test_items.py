@@ -192,3 +192,38 @@ def test_a_follow_within_region_that_is_not_there_or_no_element_discovers_nothin
         assert discovered_urls(parse(LISTING, url=url, follow_within=selector)) == {}, selector
     with pytest.raises(ValidationError, match="CSS selector does not parse"):
         CrawlRequest(seeds=["https://shop.example/"], follow_within="ul::nope")
+
+
+# ----- JSON-LD -------------------------------------------------------------------------------
+
+STRUCTURED = b"""<html><head>
+<script type="application/ld+json">{"@context": "https://schema.org", "@graph": [
+  {"@type": "Product", "name": "Blue kettle", "offers": {"@type": "Offer", "price": "19.90"}},
+  {"@type": "BreadcrumbList", "itemListElement": []}]}</script>
+<script type="application/ld+json">[{"@type": ["Organization", "Brand"], "name": "K\\u00e9ttles"},
+  {"@type": "https://schema.org/Product", "name": "Red kettle"}]</script>
+<script type="application/ld+json">{"@type": "Product", "name": "broken",</script>
+<script type="application/json">{"@type": "Product", "name": "not JSON-LD"}</script>
+</head><body><h1>Kettles</h1></body></html>"""
+
+
+def test_jsonld_fields_hold_the_objects_of_a_type_as_compact_json() -> None:
+    root, _ = _parse(STRUCTURED.decode())
+    item = extract_fields(
+        root, {"product": "jsonld:Product", "brand": "jsonld: Brand", "every": "jsonld:"}
+    )
+    assert item.values["product"] == [
+        '{"@type":"Product","name":"Blue kettle","offers":{"@type":"Offer","price":"19.90"}}',
+        '{"@type":"https://schema.org/Product","name":"Red kettle"}',
+    ]
+    assert item.values["brand"] == ['{"@type":["Organization","Brand"],"name":"Kéttles"}']
+    assert len(item.values["every"]) == 4
+    assert "JSON-LD block 3 does not parse" in item.errors["product"]
+
+
+def test_a_jsonld_selector_names_a_type_or_nothing() -> None:
+    CrawlRequest(seeds=["https://shop.example/"], extract={"p": "jsonld:Product", "all": "jsonld:"})
+    with pytest.raises(ValidationError, match="is no type name"):
+        CrawlRequest(seeds=["https://shop.example/"], extract={"p": "jsonld:Pro duct"})
+    root, _ = _parse("<p>no structured data</p>")
+    assert extract_fields(root, {"p": "jsonld:Product"}).values == {"p": []}
