@@ -60,7 +60,8 @@ def extract_fields(root: Any, selectors: Mapping[str, str]) -> ItemFields:
             if wanted is None:
                 matches = document.xpath(selector_xpath(selector)).getall()
             else:
-                structured = structured or JsonLd.of(document)
+                if structured is None:
+                    structured = JsonLd.of(document)
                 matches = structured.of_type(wanted)
                 if structured.errors:
                     item.errors[name] = "; ".join(structured.errors)[:300]
