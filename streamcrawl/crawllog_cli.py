@@ -6,12 +6,15 @@ how it failed), the URL's depth, how long it took, the URL, and where it redirec
 failed. The ``--limit`` newest are listed oldest first (memory stays bounded however long the
 crawl); then a count of every attempt by its last word (the HTTP status, or the kind of failure).
 ``--json`` writes every attempt as its FetchOutcome, one JSON object a line, as read.
+``--hosts`` writes Heritrix's hosts report instead: a line a host, the most fetched first, with its
+fetches by status class (none: no HTTP status) and its mean fetch time.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,11 +40,16 @@ def add_command(commands: Any) -> None:
         help="list the N newest fetches, 0 for none, -1 for all (default: %(default)s)",
     )
     parser.add_argument("--json", action="store_true", help="every fetch as JSON, one a line")
+    parser.add_argument(
+        "--hosts", action="store_true", help="a line a host instead: fetches by status class"
+    )
     parser.set_defaults(run=cmd_log)
 
 
 def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
     require_broker(settings)
+    if args.hosts:
+        return _hosts_report(settings, args.crawl_id)
     limit = args.limit if args.limit >= 0 else None
     newest: Newest[outcomes.FetchOutcome] | None = None
     if limit is not None:
@@ -64,6 +72,54 @@ def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
         say(line(outcome))
     say(summary_line(args.crawl_id, counts, len(shown)))
     return 0
+
+
+HOST_COLUMNS = ("2xx", "3xx", "4xx", "5xx", "none")
+"""Fetches by status class; none: no HTTP status (a failure, a robots.txt denial)."""
+
+
+@dataclass
+class HostFetches:
+    """One host's fetches: a count per column of `HOST_COLUMNS`, and their time in all."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    elapsed_ms: int = 0
+
+    def add(self, outcome: outcomes.FetchOutcome) -> None:
+        status = outcome.status
+        if status is not None and 200 <= status < 600:
+            self.counts[f"{status // 100}xx"] += 1
+        else:
+            self.counts["none"] += 1
+        self.elapsed_ms += outcome.elapsed_ms
+
+    @property
+    def fetches(self) -> int:
+        return sum(self.counts.values())
+
+
+def _hosts_report(settings: Settings, crawl_id: str) -> int:
+    by_host: dict[str, HostFetches] = {}
+    topic = topic_name(settings, outcomes.TOPIC)
+    for outcome in crawl_records_to_end(settings, topic, outcomes.FetchOutcome, crawl_id):
+        by_host.setdefault(outcome.host, HostFetches()).add(outcome)
+    for text in hosts_report(by_host):
+        say(text)
+    return 0
+
+
+def hosts_report(by_host: dict[str, HostFetches]) -> list[str]:
+    """The report's lines: a header, then a line a host, the most fetched first."""
+    if not by_host:
+        return ["no fetches in outcomes"]
+    width = max(len(host) for host in by_host)
+    header = f"{'host':<{width}} {'fetches':>8} " + " ".join(f"{c:>7}" for c in HOST_COLUMNS)
+    lines = [header + f" {'mean ms':>8}"]
+    for host, fetches in sorted(by_host.items(), key=lambda item: (-item[1].fetches, item[0])):
+        counts = " ".join(f"{fetches.counts[column]:>7}" for column in HOST_COLUMNS)
+        mean = fetches.elapsed_ms / max(fetches.fetches, 1)
+        lines.append(f"{host:<{width}} {fetches.fetches:>8} {counts} {mean:>8.0f}")
+    return lines
 
 
 def _time(outcome: outcomes.FetchOutcome) -> int:

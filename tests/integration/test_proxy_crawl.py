@@ -96,6 +96,15 @@ def test_a_crawl_through_a_proxy_fetches_every_page_through_it(
     refused = next(line for line in fetches if f"  {site.url('/')}" in line)
     assert "blocked_address" in refused, refused
 
+    report = deployment.cli("log", "proxied", "--hosts")
+    assert report.returncode == 0, report.stderr
+    _, *hosts = report.stdout.splitlines()
+    counts = {line.split()[0]: line.split()[1:7] for line in hosts}
+    assert counts == {
+        f"site.example:{site.port}": ["4", "3", "0", "0", "0", "1"],
+        f"127.0.0.1:{site.port}": ["1", "0", "0", "0", "0", "1"],
+    }
+
 
 def _lookup(deployment: Deployment, url: str) -> dict[str, object]:
     answer = deployment.cli("url", "proxied", url, "--json")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from schemas.outcomes import FetchOutcome
-from streamcrawl.crawllog_cli import line, summary_line
+from streamcrawl.crawllog_cli import HostFetches, hosts_report, line, summary_line
 
 AT = 1_796_678_471_109  # 2026-12-07 21:21:11.109 UTC
 
@@ -42,3 +42,21 @@ def test_the_summary_counts_every_fetch_by_its_last_word() -> None:
     )
     assert summary_line("c1", counts, 45).startswith("45 fetches of crawl c1: ")
     assert summary_line("c1", Counter(), 0) == "no fetches of crawl c1 in outcomes"
+
+
+def test_the_hosts_report_counts_each_hosts_fetches_by_status_class() -> None:
+    by_host: dict[str, HostFetches] = {}
+    for host, status, kind, elapsed in (
+        ("a.example", 200, "done", 10),
+        ("a.example", 301, "redirect", 20),
+        ("a.example", None, "retryable", 30),
+        ("b.example", 404, "permanent", 5),
+    ):
+        fetched = _outcome(host=host, status=status, kind=kind, elapsed_ms=elapsed)
+        by_host.setdefault(host, HostFetches()).add(fetched)
+    assert hosts_report(by_host) == [
+        "host       fetches     2xx     3xx     4xx     5xx    none  mean ms",
+        "a.example        3       1       1       0       0       1       20",
+        "b.example        1       0       0       1       0       0        5",
+    ]
+    assert hosts_report({}) == ["no fetches in outcomes"]
