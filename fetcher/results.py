@@ -167,7 +167,7 @@ class FetchResult:
             "kind": self.kind,
             "status": self.status,
             "redirect_to": self.redirect_to,
-            "redirect_hops": request.redirect_hops + (1 if self.kind == "redirect" else 0),
+            "redirect_hops": request.redirect_hops,
             "error": None if failure is None else failure.message(),
             "reason": None if failure is None else failure.reason.value,
             "truncated": self.truncated,

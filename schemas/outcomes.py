@@ -40,6 +40,8 @@ class FetchOutcome(InternalModel):
     status: int | None = None
     redirect_to: str | None = None
     redirect_hops: Annotated[int, Field(ge=0)] = 0
+    """The redirects followed to reach ``url`` (the request's), not counting this one: the frontier
+    adds one when it follows ``redirect_to``."""
     error: str | None = None
     reason: str | None = None
     """A stable label of why a fetch failed (`fetcher.errors.Reason`), for counters."""

@@ -1,0 +1,74 @@
+"""Redirects through the real services (frontier, fetcher, parser): a crawl follows a chain of
+exactly ``max_redirects`` redirects to its end, and one more is a dead URL (too_many_redirects).
+
+Until session 45 the fetcher's outcome counted the redirect it reported and the frontier counted
+it again, so every redirect spent two hops: ``max_redirects=1`` killed every redirect, and the
+default of 5 followed chains of two.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from schemas.registry import ALL_TOPICS
+from schemas.seeds import CrawlRequest
+from tests.support import Deployment, LocalSite, ServiceProcess, wait_crawl_done
+
+pytestmark = pytest.mark.kafka
+
+HTML = {"Content-Type": "text/html; charset=utf-8"}
+
+
+def moved(path: str) -> tuple[int, dict[str, str], bytes]:
+    return (301, {"Location": path}, b"")
+
+
+def page(links: list[str]) -> tuple[int, dict[str, str], bytes]:
+    anchors = "".join(f'<a href="{link}">{link}</a>' for link in links)
+    return (200, HTML, f"<html><body>{anchors}</body></html>".encode())
+
+
+@pytest.fixture
+def site() -> Iterator[LocalSite]:
+    local = LocalSite(
+        {
+            "/robots.txt": (200, {}, b"User-agent: *\n"),
+            "/": page(["/two-1", "/three-1"]),
+            "/two-1": moved("/two-2"),
+            "/two-2": moved("/two-end"),
+            "/two-end": page([]),
+            "/three-1": moved("/three-2"),
+            "/three-2": moved("/three-3"),
+            "/three-3": moved("/three-end"),
+            "/three-end": page([]),
+        }
+    ).start()
+    yield local
+    local.stop()
+
+
+def test_a_chain_of_max_redirects_is_followed_and_a_longer_one_is_dead(
+    kafka_bootstrap: str, tmp_path: Path, site: LocalSite, started: list[ServiceProcess]
+) -> None:
+    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
+    deployment.create(ALL_TOPICS)
+    started.extend(deployment.start_crawler(tmp_path / "logs"))
+    request = CrawlRequest(
+        crawl_id="chains", seeds=[site.url("/")], max_redirects=2, politeness_delay_ms=0
+    )
+    deployment.publish_crawl(request)
+    wait_crawl_done(deployment, started, 120)
+
+    fetched = site.paths()
+    assert "/two-end" in fetched, "two redirects are within max_redirects=2"
+    assert "/three-3" in fetched and "/three-end" not in fetched, "the third is one too many"
+    letters = deployment.cli("deadletters", "--crawl-id=chains", "--json")
+    assert letters.returncode == 0, letters.stderr
+    dead = [json.loads(line) for line in letters.stdout.splitlines()]
+    assert [(letter["url"], letter["error"].split(":")[0]) for letter in dead] == [
+        (site.url("/three-3"), "too_many_redirects")
+    ]
