@@ -104,8 +104,9 @@ class FetchResult:
     def outcome(
         self, request: FetchRequest, *, page_sent: bool, sitemaps: Sequence[str] = ()
     ) -> FetchOutcome:
-        """The lease's terminal outcome. A redirect counts one more hop than the request had; a 304
-        keeps the request's content hash, since the content is the one it describes."""
+        """The lease's terminal outcome. Its redirect hops are the request's (the frontier counts a
+        redirect when it follows it); a 304 keeps the request's content hash, since the content
+        is the one it describes."""
         return FetchOutcome.model_validate(
             self.outcome_fields(request, page_sent=page_sent, sitemaps=sitemaps)
         )
@@ -149,6 +150,8 @@ class FetchResult:
             fields["extract"] = {"v": SCHEMA_VERSION, "fields": request.extract.fields}
         if request.follow_within is not None and not revisit:
             fields["follow_within"] = request.follow_within
+        if request.redirect_hops and not revisit:
+            fields["redirect_hops"] = request.redirect_hops
         return fields
 
     def outcome_fields(

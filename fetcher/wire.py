@@ -45,6 +45,8 @@ class PageFields(TypedDict):
     """Only when the request carries selectors (the model leaves it out when None)."""
     follow_within: NotRequired[str]
     """Only when the request carries one (the model leaves it out when None)."""
+    redirect_hops: NotRequired[int]
+    """Only when the request has some (the model leaves out 0)."""
 
 
 class ExtractionFields(TypedDict):

@@ -6,7 +6,10 @@ fingerprint, look up the crawl's visited set, then `frontier.scope.decide` in se
 the scope score. Rejections are counted as ``rejected_<reason>``; two more reasons are this
 module's: ``invalid`` (not a crawlable http(s) URL) and ``misrouted`` (the URL's host is not the
 message's host, so this partition does not own it). URLs of a cancelled crawl are refused
-(``rejected_cancelled``). A duplicate is counted, and if it is
+(``rejected_cancelled``), and so are those of a message whose redirect hops are more than the
+crawl's ``max_redirects`` (``rejected_redirects``: a chain of page refreshes the parser followed,
+`parser.refresh`; the frontier stops an HTTP redirect chain before it sends one). A duplicate is
+counted, and if it is
 still queued at a greater depth it moves to the lower depth.
 
 Queue order. An admitted URL's queue key is the crawl strategy's `frontier.priority.QueueKey`
@@ -174,10 +177,11 @@ def _candidates(
     crawl: CrawlState, message: ReceivedUrls, prefix: bytes, counts: dict[str, int]
 ) -> list[tuple[int, str, bytes]]:
     """(position, canonical form, visited key) of each URL this partition may admit; the others
-    counted as invalid, misrouted or cancelled."""
+    counted as invalid, misrouted, cancelled or past max_redirects."""
     host = message.host
     routed = (f"https://{host}/", f"http://{host}/")  # a canonical URL's path starts with "/"
     cancelled = crawl.status == "cancelled"
+    too_far = message.redirect_hops > crawl.request.max_redirects
     candidates: list[tuple[int, str, bytes]] = []
     for index, url in enumerate(message.urls):
         canonical = canonical_url(url)
@@ -187,6 +191,8 @@ def _candidates(
             outcome = "rejected_misrouted"  # another host: its partition owns it, not this one
         elif cancelled:
             outcome = "rejected_cancelled"
+        elif too_far:
+            outcome = "rejected_redirects"
         else:
             candidates.append((index, canonical, prefix + url_fingerprint(canonical)))
             continue

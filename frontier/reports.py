@@ -78,7 +78,8 @@ def _lease_wait(
 
 
 def _announce_links(session: PartitionSession, report: ParseReport) -> None:
-    """Depth-ordered crawls: the report's messages count as announced one depth below its page."""
+    """Depth-ordered crawls: the report's messages count as announced one depth below its page,
+    its refresh's (``redirect_messages``) at the page's depth."""
     crawl = session.crawl_state(report.crawl_id)
     if crawl is None or not depth_ordered(crawl.request) or report.discovered_messages == 0:
         return
@@ -86,9 +87,12 @@ def _announce_links(session: PartitionSession, report: ParseReport) -> None:
     page = (
         None if canonical is None else session.visited(crawl.crawl_id, url_fingerprint(canonical))
     )
-    if page is not None:
-        name = depth_counter("announced", page.depth + 1)
-        session.count(crawl.crawl_id, name, report.discovered_messages)
+    if page is None:
+        return
+    links = report.discovered_messages - report.redirect_messages
+    for depth, count in ((page.depth + 1, links), (page.depth, report.redirect_messages)):
+        if count > 0:
+            session.count(crawl.crawl_id, depth_counter("announced", depth), count)
 
 
 def record_score(session: PartitionSession, score: PageScore) -> None:

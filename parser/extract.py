@@ -31,6 +31,13 @@ Choices, beyond the seed document:
   token, lowercased and de-duplicated (bounded in number and length).
 - **Robots**: ``<meta name=robots>`` (and any configured crawler name) and ``X-Robots-Tag``, merged.
 - **Language**: ``<html lang>``, else the first ``Content-Language`` header value.
+- **Refresh** (`parser.refresh`): a ``Refresh`` header, else the first ``<meta http-equiv=refresh>``
+  outside ``noscript`` (there it is the fallback of pages that need scripts, often to an "enable
+  JavaScript" page, which Scrapy ignores too), naming another http(s) URL within
+  ``max_refresh_delay_s`` (Scrapy's default, 100 s): the page redirects there, ``refresh`` is the
+  target and its edge has type REDIRECT (an ``<a>`` to the same target, the usual "click here if
+  nothing happens", lends it its anchor text and place). A longer delay is a page that changes
+  after a while, not a redirect, and a refresh to the page itself a reload: neither is one.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from parsel.selector import create_root_node
 
 from parser.items import ItemFields, extract_fields, links_within
 from parser.linkwalk import LinkOccurrence, WalkedPage, walk_page
+from parser.refresh import parse_refresh
 from parser.resolve import LinkResolver
 from parser.robots import (
     DEFAULT_ROBOTS_NAMES,
@@ -58,6 +66,7 @@ from schemas.canonical import canonical_url, registered_domain
 from schemas.links import LinkEdge, LinkType
 
 DEFAULT_MAX_LINKS = 10_000
+DEFAULT_MAX_REFRESH_DELAY_S = 100
 MAX_ANCHOR_CHARS = 500
 CONTEXT_CHARS = 50
 MAX_TITLE_CHARS = 1000
@@ -115,6 +124,8 @@ class PageExtract:
     followable: frozenset[str] | None = None
     """With ``follow_within``: the canonical targets of the links inside what it matched, the
     only ones to discover (None: every link may be)."""
+    refresh: ExtractedLink | None = None
+    """The page's refresh target, a redirect (its REDIRECT edge is in ``links`` too)."""
     edges: list[LinkEdge] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -147,12 +158,14 @@ def extract_page(
     robots_names: frozenset[str] = DEFAULT_ROBOTS_NAMES,
     selectors: Mapping[str, str] | None = None,
     follow_within: str | None = None,
+    max_refresh_delay_s: int = DEFAULT_MAX_REFRESH_DELAY_S,
 ) -> PageExtract:
     """Parse ``text`` (the decoded page) fetched from ``page_url``, a canonical http(s) URL.
 
     ``headers`` are the response headers (any key case); ``discovered_at`` stamps every edge;
     ``selectors`` (field name -> selector) fill the page's item; ``follow_within`` (a selector)
-    sets ``followable``. Raises ValueError only when ``page_url`` is not an http(s) URL.
+    sets ``followable``; a refresh waiting longer than ``max_refresh_delay_s`` is no redirect.
+    Raises ValueError only when ``page_url`` is not an http(s) URL.
     """
     page = canonical_url(page_url)
     if page is None:
@@ -171,6 +184,10 @@ def extract_page(
     builder = _EdgeBuilder(page, base, walked, discovered_at, max_links, robots.nofollow)
     for occurrence in walked.links:
         builder.add(occurrence)
+    refresh_href = _refresh_href(
+        header_value(headers, "refresh") or head.refresh, max_refresh_delay_s
+    )
+    refresh = builder.redirect(refresh_href) if refresh_href is not None else None
     canonical = canonical_url(head.canonical_href, base) if head.canonical_href else None
     language = head.language or header_value(headers, "content-language").split(",")[0]
     return PageExtract(
@@ -187,7 +204,16 @@ def extract_page(
         parse_error=parse_error,
         item=extract_fields(root, selectors) if selectors else None,
         followable=links_within(root, follow_within, base) if follow_within else None,
+        refresh=refresh,
     )
+
+
+def _refresh_href(content: str, max_delay_s: int) -> str | None:
+    """The URL a refresh ``content`` redirects to, as written, when it is a redirect."""
+    refresh = parse_refresh(content) if content else None
+    if refresh is None or refresh.href is None or refresh.delay_s > max_delay_s:
+        return None
+    return refresh.href
 
 
 def _parse(text: str) -> tuple[Any, str | None]:
@@ -214,10 +240,12 @@ class _Head:
     title: str | None = None
     language: str = ""
     robots: RobotsDirectives = NO_DIRECTIVES
+    refresh: str = ""
 
 
 def _read_head(root: Any, robots_names: frozenset[str]) -> _Head:
-    """First ``<base href>``, canonical link and title; every robots meta; ``<html lang>``."""
+    """First ``<base href>``, canonical link, title and refresh (outside ``noscript``); every
+    robots meta; ``<html lang>``."""
     head = _Head(language=(root.get("lang") or "") if root.tag == "html" else "")
     for element in root.iter("base", "link", "meta", "title"):
         tag = element.tag
@@ -225,6 +253,12 @@ def _read_head(root: Any, robots_names: frozenset[str]) -> _Head:
             name = (element.get("name") or "").strip().lower()
             if name in robots_names:
                 head.robots = head.robots.merge(meta_robots(element.get("content") or ""))
+            elif (
+                not head.refresh
+                and (element.get("http-equiv") or "").strip().lower() == "refresh"
+                and not any(True for _ in element.iterancestors("noscript"))
+            ):
+                head.refresh = element.get("content") or ""
         elif tag == "base":
             if head.base_href is None:
                 head.base_href = element.get("href")
@@ -273,6 +307,7 @@ class _EdgeBuilder:
         page_nofollow: bool,
     ) -> None:
         self.walked = walked
+        self.page = page
         self.discovered_at = discovered_at
         self.max_links = max_links
         self.page_nofollow = page_nofollow
@@ -300,6 +335,20 @@ class _EdgeBuilder:
             return
         host = canonical_host_key(target)
         self.links[target] = ExtractedLink(self._edge(target, host, occurrence), host)
+
+    def redirect(self, href: str) -> ExtractedLink | None:
+        """The page's refresh to ``href``: its target's link, made or turned into a REDIRECT edge;
+        None when ``href`` is no other http(s) URL. It counts as no occurrence and past the cap."""
+        target = self.resolver.resolve(href)
+        if target is None or target == self.page:
+            return None
+        link = self.links.get(target)
+        if link is None:
+            edge = LinkEdge(to_url=target, link_type="REDIRECT", discovered_at=self.discovered_at)
+            link = self.links[target] = ExtractedLink(edge, canonical_host_key(target))
+        else:
+            link.edge = link.edge.model_copy(update={"link_type": "REDIRECT"})
+        return link
 
     def _edge(self, target: str, host: str, occurrence: LinkOccurrence) -> LinkEdge:
         rel = _rel_tokens(occurrence.rel)

@@ -7,8 +7,11 @@ returns, in the order to produce them:
    (``final_url``, else ``url``), in parts under the topic's 4 MiB limit; exactly one empty
    message when the page has no links or is not parsed at all;
 2. ``DiscoveredUrls`` on `urls`, one per target host (parts if large), first-seen host order,
-   depth + 1, ``source_url`` the page;
-3. the ``ParseReport`` on `urls`, keyed by the leased page's host, counting the messages of step 2.
+   depth + 1, ``source_url`` the page; then, when the page refreshes to another URL (a redirect,
+   `parser.refresh`), one for its target at the page's own depth with one more redirect hop,
+   origin ``<lease id>/refresh``;
+3. the ``ParseReport`` on `urls`, keyed by the leased page's host, counting the messages of step 2
+   (``redirect_messages``: how many of them are the refresh's).
 
 Between 1 and 2, an HTML page whose fetch carried the crawl's selectors (``FetchedPage.extract``)
 gets its ``ExtractedItem`` on `items`, keyed by the same URL (`parser.items`); other pages
@@ -25,6 +28,8 @@ What is discovered: every edge's target except the page itself, and except, unle
 endorse, hence not to follow). A crawl's ``follow_within`` keeps only the links inside the regions
 it matches (`parser.items.links_within`). A page-level robots ``nofollow`` (meta or X-Robots-Tag)
 suppresses all discovery, whatever ``follow_nofollow`` says; the edges still go to the link graph.
+A refresh target is followed whatever these say, as the fetcher follows an HTTP redirect: it is
+where the page went, not a link on it. The frontier refuses it past the crawl's ``max_redirects``.
 
 Output is a function of the input only: ``discovered_at`` defaults to the page's ``fetched_at``, so
 a redelivered page yields identical messages, and the link graph's upserts stay idempotent.
@@ -168,14 +173,17 @@ class PageParser:
             robots_names=self.settings.robots_names,
             selectors=page.extract.fields if page.extract is not None else None,
             follow_within=page.follow_within,
+            max_refresh_delay_s=self.settings.max_refresh_delay_s,
         )
         targets: list[tuple[str, _UrlItem]] = []
         followable = extract.followable
+        refresh = extract.refresh
         if not extract.robots.nofollow:
             targets = [
                 (link.host, {"url": link.edge.to_url})
                 for link in extract.links
                 if link.edge.to_url != output.from_url
+                and link is not refresh
                 and (page.follow_nofollow or not is_nofollow(link.edge))
                 and (followable is None or link.edge.to_url in followable)
             ]
@@ -183,6 +191,7 @@ class PageParser:
             "html",
             edges=extract.edges,
             targets=targets,
+            redirects=[] if refresh is None else [(refresh.host, {"url": refresh.edge.to_url})],
             error=extract.parse_error,
             encoding=decoded.encoding,
             extract=extract,
@@ -248,6 +257,7 @@ class _Output:
         *,
         edges: list[LinkEdge] | None = None,
         targets: Iterable[tuple[str, _UrlItem]] = (),
+        redirects: Iterable[tuple[str, _UrlItem]] = (),
         error: str | None = None,
         failure: Exception | None = None,
         encoding: str | None = None,
@@ -257,14 +267,19 @@ class _Output:
         messages = self._page_links(edges or [], self._meta(extract))
         if extract is not None and extract.item is not None:
             messages.append(self._item(extract.item))
-        discovered = self._discovered(targets)
-        report = ParseReport(
-            crawl_id=self.page.crawl_id,
-            page_url=self.page.url,
-            lease_id=self.page.lease_id,
-            discovered_messages=len(discovered),
+        page = self.page
+        discovered = self._discovered(targets, page.depth + 1, 0, page.lease_id)
+        redirected = self._discovered(
+            redirects, page.depth, page.redirect_hops + 1, f"{page.lease_id}/refresh"
         )
-        messages += discovered
+        report = ParseReport(
+            crawl_id=page.crawl_id,
+            page_url=page.url,
+            lease_id=page.lease_id,
+            discovered_messages=len(discovered) + len(redirected),
+            redirect_messages=len(redirected),
+        )
+        messages += discovered + redirected
         report_key = urls_topic.key(self.report_host)
         messages.append(Outbound(urls_topic.TOPIC.suffix, report_key, report, encode(report)))
         return ParseResult(status, messages, error, failure, encoding, extract, sitemap)
@@ -305,13 +320,16 @@ class _Output:
         parts = _in_parts(whole, whole.edges, build, links_topic.TOPIC.max_message_bytes)
         return [Outbound(links_topic.TOPIC.suffix, key, part, encoded) for part, encoded in parts]
 
-    def _discovered(self, targets: Iterable[tuple[str, _UrlItem]]) -> list[Outbound]:
+    def _discovered(
+        self, targets: Iterable[tuple[str, _UrlItem]], depth: int, hops: int, origin: str
+    ) -> list[Outbound]:
+        """``targets`` as DiscoveredUrls, one message per host (parts if large)."""
         by_host: dict[str, list[_UrlItem]] = {}
         for host, url in targets:
             by_host.setdefault(host, []).append(url)
         messages: list[Outbound] = []
         for host, urls in by_host.items():
-            build = functools.partial(_build_discovered, self, host)
+            build = functools.partial(_build_discovered, self, host, depth, hops, origin)
             whole = build(urls, 0, 1)
             parts = _in_parts(whole, whole.urls, build, urls_topic.TOPIC.max_message_bytes)
             key = urls_topic.key(host)
@@ -352,18 +370,26 @@ def _build_page_links(
 
 
 def _build_discovered(
-    output: _Output, host: str, urls: list[_UrlItem] | list[DiscoveredUrl], part: int, parts: int
+    output: _Output,
+    host: str,
+    depth: int,
+    hops: int,
+    origin: str,
+    urls: list[_UrlItem] | list[DiscoveredUrl],
+    part: int,
+    parts: int,
 ) -> DiscoveredUrls:
     return DiscoveredUrls.model_validate(
         {
             "crawl_id": output.page.crawl_id,
             "host": host,
-            "depth": output.page.depth + 1,
+            "depth": depth,
             "source_url": output.from_url,
+            "redirect_hops": hops,
             "discovered_at": output.discovered_at,
             "urls": urls,
             "part": part,
             "parts": parts,
-            "origin": output.page.lease_id,
+            "origin": origin,
         }
     )

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from parser.extract import DEFAULT_MAX_LINKS
+from parser.extract import DEFAULT_MAX_LINKS, DEFAULT_MAX_REFRESH_DELAY_S
 from parser.sitemaps import MAX_DECOMPRESSED_BYTES, MAX_URLS
 
 
@@ -21,6 +21,8 @@ class ParserSettings(BaseModel):
     """Robots meta names and X-Robots-Tag user agents that address this crawler."""
     parse_error_pages: bool = False
     """Extract links from non-2xx responses too (a 404 page's navigation, say)."""
+    max_refresh_delay_s: Annotated[int, Field(ge=0)] = DEFAULT_MAX_REFRESH_DELAY_S
+    """A page refreshing to another URL within this delay redirects there (`parser.refresh`)."""
     max_sitemap_bytes: Annotated[int, Field(ge=1)] = MAX_DECOMPRESSED_BYTES
     max_sitemap_urls: Annotated[int, Field(ge=0)] = MAX_URLS
 

@@ -53,3 +53,6 @@ class FetchedPage(InternalModel):
     """The request's selectors, for the parser (`schemas.items`); left out when none."""
     follow_within: str | None = Field(default=None, exclude_if=lambda selector: selector is None)
     """The request's `follow_within`, for the parser; left out when none."""
+    redirect_hops: Annotated[int, Field(ge=0)] = Field(default=0, exclude_if=lambda hops: hops == 0)
+    """The redirects followed to reach `url`, for the parser: a page's refresh is one more
+    (`parser.refresh`). Left out when none."""

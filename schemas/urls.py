@@ -63,6 +63,11 @@ class ParseReport(InternalModel):
     page_url: str
     lease_id: str
     discovered_messages: Annotated[int, Field(ge=0)]
+    redirect_messages: Annotated[int, Field(ge=0)] = Field(
+        default=0, exclude_if=lambda count: count == 0
+    )
+    """How many of ``discovered_messages`` carry the page's own depth, not one more: its refresh
+    target, a redirect (`parser.refresh`). Left out when none."""
 
 
 UrlsMessage = Annotated[DiscoveredUrls | ParseReport, Field(discriminator="kind")]

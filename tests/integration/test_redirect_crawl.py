@@ -1,5 +1,6 @@
 """Redirects through the real services (frontier, fetcher, parser): a crawl follows a chain of
-exactly ``max_redirects`` redirects to its end, and one more is a dead URL (too_many_redirects).
+exactly ``max_redirects`` redirects to its end, and one more is a dead URL (too_many_redirects);
+a page's meta refresh is a redirect too (`parser.refresh`), followed at the page's depth.
 
 Until session 45 the fetcher's outcome counted the redirect it reported and the frontier counted
 it again, so every redirect spent two hops: ``max_redirects=1`` killed every redirect, and the
@@ -72,3 +73,45 @@ def test_a_chain_of_max_redirects_is_followed_and_a_longer_one_is_dead(
     assert [(letter["url"], letter["error"].split(":")[0]) for letter in dead] == [
         (site.url("/three-3"), "too_many_redirects")
     ]
+
+
+def refreshing(path: str, links: list[str]) -> tuple[int, dict[str, str], bytes]:
+    anchors = "".join(f'<a href="{link}">{link}</a>' for link in links)
+    meta = f'<meta http-equiv="refresh" content="0; url={path}">'
+    return (200, HTML, f"<html><head>{meta}</head><body>{anchors}</body></html>".encode())
+
+
+@pytest.fixture
+def moved_site() -> Iterator[LocalSite]:
+    local = LocalSite(
+        {
+            "/robots.txt": (200, {}, b"User-agent: *\n"),
+            "/": refreshing("/new-home", ["/linked"]),
+            "/new-home": refreshing("/", ["/deeper"]),  # back: a loop ends at the seen URL
+            "/linked": page([]),
+            "/deeper": page([]),
+        }
+    ).start()
+    yield local
+    local.stop()
+
+
+def test_a_meta_refresh_is_followed_at_the_page_depth(
+    kafka_bootstrap: str, tmp_path: Path, moved_site: LocalSite, started: list[ServiceProcess]
+) -> None:
+    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
+    deployment.create(ALL_TOPICS)
+    started.extend(deployment.start_crawler(tmp_path / "logs"))
+    request = CrawlRequest(
+        crawl_id="moved", seeds=[moved_site.url("/")], max_depth=0, politeness_delay_ms=0
+    )
+    deployment.publish_crawl(request)
+    wait_crawl_done(deployment, started, 120)
+
+    fetched = moved_site.paths()
+    assert fetched.count("/new-home") == 1, "the refresh is a redirect: depth 0 like its page"
+    assert fetched.count("/") == 1, "the refresh back to the seed finds it seen"
+    assert "/linked" not in fetched and "/deeper" not in fetched, "links are depth 1"
+    shown = deployment.cli("url", "moved", moved_site.url("/new-home"), "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["depth"] == 0

@@ -9,8 +9,9 @@ deterministically while each partition keeps its order.
 
 `crawls` feeds a dict-backed directory, `progress` a `ProgressBook`, `deadletter` a list. `fetch`
 goes to a fake fetcher and parser that answer from a site graph: a FetchOutcome (done, page sent),
-the page's links grouped by host as DiscoveredUrls at depth + 1, then a ParseReport, or a scripted
-outcome for a URL (retry, redirect, 429, ...).
+the page's links grouped by host as DiscoveredUrls at depth + 1 (and its refresh, if `refreshes`
+names one, at the page's depth with one more redirect hop, as `parser.handler` sends it), then a
+ParseReport, or a scripted outcome for a URL (retry, redirect, 429, ...).
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class Simulation:
     """Where the handlers' metrics go; None: one registry of the simulation's own."""
     blocked: set[tuple[str, int]] = field(default_factory=set)
     """(topic, partition) FIFOs that deliver nothing until removed: a slow or stalled partition."""
+    refreshes: dict[str, str] = field(default_factory=dict)
+    """Page URL -> the href its meta refresh redirects to."""
 
     def __post_init__(self) -> None:
         self.clock = FakeClock()
@@ -374,11 +377,26 @@ class Simulation:
                 origin=request.lease_id,
             )
             self.inject(self.topics.urls, host, message)
+        href = self.refreshes.get(request.url)
+        refresh = None if href is None else canonical_url(href, request.url)
+        if refresh is not None:
+            message = DiscoveredUrls(
+                crawl_id=request.crawl_id,
+                host=host_key(refresh),
+                depth=request.depth,
+                source_url=request.url,
+                redirect_hops=request.redirect_hops + 1,
+                discovered_at=self.clock.now_ms(),
+                urls=[DiscoveredUrl(url=refresh)],
+                origin=f"{request.lease_id}/refresh",
+            )
+            self.inject(self.topics.urls, message.host, message)
         report = ParseReport(
             crawl_id=request.crawl_id,
             page_url=request.url,
             lease_id=request.lease_id,
-            discovered_messages=len(by_host),
+            discovered_messages=len(by_host) + int(refresh is not None),
+            redirect_messages=int(refresh is not None),
         )
         self.inject(self.topics.urls, request.host, report)
 

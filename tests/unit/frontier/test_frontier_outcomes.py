@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from frontier.budget import blocking_depth
 from frontier.config import FrontierConfig
 from frontier.records import ReportWait
 from schemas.fetch import FetchRequest
@@ -14,6 +15,7 @@ from schemas.urls import DiscoveredUrl, DiscoveredUrls
 from tests.unit.frontier.simulation import Simulation
 
 A = "https://a.example"
+B = "https://b.example"
 
 
 def outcome_for(request: FetchRequest, **fields: Any) -> FetchOutcome:
@@ -288,6 +290,40 @@ def test_redirects_keep_the_depth_and_count_hops(tmp_path: Path) -> None:
     [letter] = sim.dead_letters
     assert letter.error.startswith("too_many_redirects")
     assert sim.status("rd") == "done"
+    sim.close()
+
+
+def test_a_page_refresh_is_admitted_at_the_page_depth_and_keeps_bfs_moving(
+    tmp_path: Path,
+) -> None:
+    """The parser sends a refresh target at its page's depth and says so in the report
+    (``redirect_messages``): a depth-ordered crawl counts it there, so depth 1 opens once it is
+    admitted. Counted one depth deeper, depth 1 would look unfinished forever, holding back
+    depth 2 (whether it already leased some depends on when the snapshots travel)."""
+    site = {f"{A}/": ["/b"], f"{B}/moved": ["/c"], f"{B}/c": ["/d"]}
+    sim = Simulation(tmp_path, partitions=2, site=site, refreshes={f"{A}/": f"{B}/moved"})
+    request = CrawlRequest(crawl_id="rf", seeds=[f"{A}/"], max_depth=2, same_domain="any")
+    sim.start(request)
+    sim.settle(until=lambda: sim.status("rf") == "done")
+    by_url = {fetch.url: fetch for fetch in sim.fetches}
+    assert (by_url[f"{B}/moved"].depth, by_url[f"{B}/moved"].redirect_hops) == (0, 1)
+    assert (by_url[f"{B}/c"].depth, by_url[f"{B}/c"].redirect_hops) == (1, 0)
+    assert (by_url[f"{A}/b"].depth, by_url[f"{A}/b"].redirect_hops) == (1, 0)
+    assert by_url[f"{B}/d"].depth == 2
+    assert sim.status("rf") == "done"
+    assert blocking_depth(sim.counters("rf", p) for p in range(2)) is None
+    sim.close()
+
+
+def test_a_chain_of_refreshes_longer_than_max_redirects_is_refused(tmp_path: Path) -> None:
+    refreshes = {f"{A}/r1": "/r2", f"{A}/r2": "/r3", f"{A}/r3": "/r4"}
+    sim = Simulation(tmp_path, partitions=2, site={f"{A}/": ["/r1"]}, refreshes=refreshes)
+    request = CrawlRequest(crawl_id="rc", seeds=[f"{A}/"], max_redirects=2)
+    sim.start(request)
+    sim.settle(until=lambda: sim.status("rc") == "done")
+    fetched = {fetch.url: fetch.redirect_hops for fetch in sim.fetches}
+    assert fetched == {f"{A}/": 0, f"{A}/r1": 0, f"{A}/r2": 1, f"{A}/r3": 2}
+    assert sim.total("rc", "rejected_redirects") == 1
     sim.close()
 
 
