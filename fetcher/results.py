@@ -152,6 +152,8 @@ class FetchResult:
             fields["follow_within"] = request.follow_within
         if request.redirect_hops and not revisit:
             fields["redirect_hops"] = request.redirect_hops
+        if request.use_feeds and not revisit:
+            fields["use_feeds"] = True
         return fields
 
     def outcome_fields(

@@ -47,6 +47,8 @@ class PageFields(TypedDict):
     """Only when the request carries one (the model leaves it out when None)."""
     redirect_hops: NotRequired[int]
     """Only when the request has some (the model leaves out 0)."""
+    use_feeds: NotRequired[bool]
+    """Only when the request says so (the model leaves out false)."""
 
 
 class ExtractionFields(TypedDict):

@@ -293,6 +293,7 @@ def lease(
         content_types=fetched_content_types(request, entry.url),
         redirect_hops=entry.redirect_hops,
         follow_nofollow=request.follow_nofollow,
+        use_feeds=request.use_feeds,
         etag=entry.etag,
         last_modified=entry.last_modified,
         content_hash=entry.content_hash,

@@ -38,6 +38,9 @@ Choices, beyond the seed document:
   target and its edge has type REDIRECT (an ``<a>`` to the same target, the usual "click here if
   nothing happens", lends it its anchor text and place). A longer delay is a page that changes
   after a while, not a redirect, and a refresh to the page itself a reload: neither is one.
+- **Feeds**: the ``<link rel=alternate>`` of an RSS or Atom type (at most :data:`MAX_FEEDS`),
+  resolved against the base, in ``feeds``; they are no edges (a head link is not a link a reader
+  follows), and only a crawl with ``use_feeds`` discovers them.
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ from schemas.links import LinkEdge, LinkType
 
 DEFAULT_MAX_LINKS = 10_000
 DEFAULT_MAX_REFRESH_DELAY_S = 100
+MAX_FEEDS = 16
+FEED_LINK_TYPES = frozenset({"application/rss+xml", "application/atom+xml", "application/rdf+xml"})
 MAX_ANCHOR_CHARS = 500
 CONTEXT_CHARS = 50
 MAX_TITLE_CHARS = 1000
@@ -126,6 +131,8 @@ class PageExtract:
     only ones to discover (None: every link may be)."""
     refresh: ExtractedLink | None = None
     """The page's refresh target, a redirect (its REDIRECT edge is in ``links`` too)."""
+    feeds: tuple[str, ...] = ()
+    """The canonical URLs of the feeds the page announces, in document order, without repeats."""
     edges: list[LinkEdge] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -205,7 +212,13 @@ def extract_page(
         item=extract_fields(root, selectors) if selectors else None,
         followable=links_within(root, follow_within, base) if follow_within else None,
         refresh=refresh,
+        feeds=_feeds(head.feed_hrefs, base),
     )
+
+
+def _feeds(hrefs: list[str], base: str) -> tuple[str, ...]:
+    feeds = (canonical_url(href, base) for href in hrefs)
+    return tuple(dict.fromkeys(feed for feed in feeds if feed is not None))[:MAX_FEEDS]
 
 
 def _refresh_href(content: str, max_delay_s: int) -> str | None:
@@ -241,11 +254,12 @@ class _Head:
     language: str = ""
     robots: RobotsDirectives = NO_DIRECTIVES
     refresh: str = ""
+    feed_hrefs: list[str] = field(default_factory=list)
 
 
 def _read_head(root: Any, robots_names: frozenset[str]) -> _Head:
-    """First ``<base href>``, canonical link, title and refresh (outside ``noscript``); every
-    robots meta; ``<html lang>``."""
+    """First ``<base href>``, canonical link, title and refresh (outside ``noscript``); feed links;
+    every robots meta; ``<html lang>``."""
     head = _Head(language=(root.get("lang") or "") if root.tag == "html" else "")
     for element in root.iter("base", "link", "meta", "title"):
         tag = element.tag
@@ -266,6 +280,11 @@ def _read_head(root: Any, robots_names: frozenset[str]) -> _Head:
             rel = (element.get("rel") or "").lower().split()
             if head.canonical_href is None and "canonical" in rel:
                 head.canonical_href = element.get("href")
+            elif "alternate" in rel and len(head.feed_hrefs) < 4 * MAX_FEEDS:
+                kind = (element.get("type") or "").partition(";")[0].strip().lower()
+                href = element.get("href")
+                if kind in FEED_LINK_TYPES and href:
+                    head.feed_hrefs.append(href)
         elif head.title is None:
             head.title = " ".join((element.text or "").split())[:MAX_TITLE_CHARS]
     return head

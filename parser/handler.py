@@ -18,10 +18,12 @@ gets its ``ExtractedItem`` on `items`, keyed by the same URL (`parser.items`); o
 (sitemaps, pages not parsed) get none.
 
 What is parsed: HTML (``text/html``, ``application/xhtml+xml``, or no Content-Type and no sitemap
-look) when the status is 2xx (any status with ``parse_error_pages``); sitemaps (XML or gzip content
-types, or a ``.xml``/``.xml.gz`` path with no telling content type), whose ``<loc>`` URLs become
-DiscoveredUrls with their priority and no edges. Anything else passes through with an empty
-PageLinks and a report of zero. A body the fetcher cut at its limit is parsed as far as it goes.
+look) when the status is 2xx (any status with ``parse_error_pages``); sitemaps and feeds (XML, RSS,
+Atom or gzip content types, or a ``.xml``/``.xml.gz`` path or a sitemap or feed root element with
+no telling content type), whose ``<loc>`` URLs (a feed's item links) become DiscoveredUrls with
+their priority and time and no edges (`parser.sitemaps`). Anything else passes through with an
+empty PageLinks and a report of zero. A body the fetcher cut at its limit is parsed as far as it
+goes.
 
 What is discovered: every edge's target except the page itself, and except, unless the crawl has
 ``follow_nofollow``, links with rel nofollow, ugc or sponsored (all three ask crawlers not to
@@ -30,6 +32,8 @@ it matches (`parser.items.links_within`). A page-level robots ``nofollow`` (meta
 suppresses all discovery, whatever ``follow_nofollow`` says; the edges still go to the link graph.
 A refresh target is followed whatever these say, as the fetcher follows an HTTP redirect: it is
 where the page went, not a link on it. The frontier refuses it past the crawl's ``max_redirects``.
+With ``use_feeds`` (`schemas.seeds.CrawlRequest`), the feeds a page announces in its head are
+discovered like its links (unless the page says nofollow), whatever ``follow_within`` matches.
 
 Output is a function of the input only: ``discovered_at`` defaults to the page's ``fetched_at``, so
 a redelivered page yields identical messages, and the link graph's upserts stay idempotent.
@@ -46,6 +50,7 @@ the frontier to expect no report, and its links are the ones already sent.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
@@ -70,7 +75,7 @@ from schemas.canonical import canonical_url, host_key
 from schemas.items import ExtractedItem
 from schemas.links import MAX_TITLE_CHARS, LinkEdge, PageLinks, PageMeta
 from schemas.pages import FetchedPage
-from schemas.seeds import SITEMAP_MEDIA_TYPES
+from schemas.seeds import FEED_MEDIA_TYPES, SITEMAP_MEDIA_TYPES
 from schemas.serde import PART_HEADROOM_BYTES, encode, split_into_parts
 from schemas.urls import DiscoveredUrl, DiscoveredUrls, ParseReport
 
@@ -78,15 +83,17 @@ M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
 ParseStatus = Literal[
-    "html", "sitemap", "skipped", "undecodable", "failed", "invalid_page", "revisit"
+    "html", "sitemap", "feed", "skipped", "undecodable", "failed", "invalid_page", "revisit"
 ]
 BodyKind = Literal["html", "sitemap", "other"]
+"""Which parser reads a body: `parser.extract`, `parser.sitemaps` (sitemaps and feeds), none."""
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-_SITEMAP_TYPES = frozenset(SITEMAP_MEDIA_TYPES)
+_SITEMAP_TYPES = frozenset(SITEMAP_MEDIA_TYPES) | frozenset(FEED_MEDIA_TYPES)
 _UNTELLING_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
 _SITEMAP_SUFFIXES = (".xml", ".xml.gz")
-_SITEMAP_ROOTS = (b"<urlset", b"<sitemapindex", b":urlset", b":sitemapindex")
+_SITEMAP_ROOT = re.compile(rb"<(?:[A-Za-z][\w.-]*:)?(?:urlset|sitemapindex|rss|RDF|feed)[\s>]")
+"""The root element of a sitemap or a feed, namespace prefix or not, near the start of a body."""
 _SNIFF_BYTES = 2048
 
 _UrlItem = dict[str, str | float | int | None]
@@ -187,6 +194,8 @@ class PageParser:
                 and (page.follow_nofollow or not is_nofollow(link.edge))
                 and (followable is None or link.edge.to_url in followable)
             ]
+            if page.use_feeds:
+                targets += _feed_targets(extract.feeds, output.from_url, targets)
         return output.result(
             "html",
             edges=extract.edges,
@@ -209,7 +218,20 @@ class PageParser:
             for entry in sitemap.entries
             if entry.url != output.from_url
         ]
-        return output.result("sitemap", targets=targets, error=sitemap.error, sitemap=sitemap)
+        status: ParseStatus = "feed" if sitemap.is_feed else "sitemap"
+        return output.result(status, targets=targets, error=sitemap.error, sitemap=sitemap)
+
+
+def _feed_targets(
+    feeds: Sequence[str], from_url: str, targets: list[tuple[str, _UrlItem]]
+) -> list[tuple[str, _UrlItem]]:
+    """The page's feeds as targets, those it also links to or is itself left out."""
+    linked = {item["url"] for _, item in targets}
+    return [
+        (canonical_host_key(feed), {"url": feed})
+        for feed in feeds
+        if feed != from_url and feed not in linked
+    ]
 
 
 def _sitemap_item(entry: SitemapEntry) -> _UrlItem:
@@ -236,8 +258,7 @@ def body_kind(page: FetchedPage, url: str, body: bytes) -> BodyKind:
         return "other"
     if url.partition("?")[0].lower().endswith(_SITEMAP_SUFFIXES) or is_gzip(body):
         return "sitemap"
-    head = body[:_SNIFF_BYTES]
-    if any(root in head for root in _SITEMAP_ROOTS):
+    if _SITEMAP_ROOT.search(body, 0, _SNIFF_BYTES):
         return "sitemap"
     return "html" if media == "" else "other"
 

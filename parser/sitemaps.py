@@ -1,6 +1,7 @@
-"""XML sitemaps and sitemap indexes (sitemaps.org protocol 0.9), plain or gzip-compressed.
+"""XML sitemaps and sitemap indexes (sitemaps.org protocol 0.9), and news feeds (RSS 2.0, RSS 1.0,
+Atom), plain or gzip-compressed: documents that list URLs, read by one locked-down pull parser.
 
-Sitemaps come from anyone, so the XML parser is locked down the defusedxml way: no entity is
+They come from anyone, so the XML parser is locked down the defusedxml way: no entity is
 expanded (``resolve_entities=False``: no billion laughs, no quadratic blow-up), no DTD or external
 entity is loaded (``load_dtd=False``, ``no_network=True``: no XXE), libxml2's size and depth limits
 stay on (``huge_tree=False``), and comments and processing instructions are dropped. Entity
@@ -24,6 +25,14 @@ alone too), read as epoch milliseconds, UTC where no zone is given; anything els
 before 1970, is None. Only a ``<loc>`` that is a
 direct child of ``<url>`` or ``<sitemap>`` counts, so image and video extensions
 (``<image:loc>``) are not taken for pages.
+
+Feeds, by their root: ``<rss>`` (RSS 2.0), ``<rdf:RDF>`` (RSS 1.0), ``<feed>`` (Atom). Each item's
+(entry's) page is its first non-empty ``<link>`` (Atom: the ``href`` of its first ``alternate``
+link, the default relation), else an RSS ``<guid>`` not marked ``isPermaLink="false"``, else an
+RSS 1.0 item's ``rdf:about``; channel-level links are not items. Its time is Atom's ``<updated>``
+(else ``<published>``), RSS's ``<pubDate>`` (RFC 822, as `email.utils` reads it) or a Dublin Core
+``<dc:date>``, so a recrawling crawl fetches again at once an article a feed says was updated.
+Feeds have no priorities. ``xml:base`` is not applied: links resolve against the feed's URL.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 from lxml import etree
@@ -42,7 +52,8 @@ from schemas.canonical import canonical_url
 MAX_DECOMPRESSED_BYTES = 50 * 1024 * 1024
 MAX_URLS = 50_000
 
-SitemapKind = Literal["urlset", "sitemapindex", "unknown"]
+SitemapKind = Literal["urlset", "sitemapindex", "rss", "atom", "unknown"]
+FEED_KINDS = frozenset({"rss", "atom"})
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK_BYTES = 256 * 1024
@@ -51,21 +62,31 @@ _BARE_AMPERSAND = re.compile(
     rb"<!\[CDATA\[.*?(?:\]\]>|$)|&(?!#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9._-]*;)",
     re.DOTALL,
 )
-_ENTRY_TAGS = {"url": False, "sitemap": True}
+_RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}"
 _HALTS = frozenset({etree.ErrorTypes.ERR_RESOURCE_LIMIT, etree.ErrorTypes.ERR_ENTITY_LOOP})
 """libxml2's errors on which it stops parsing on purpose (entity amplification, nesting depth)."""
-_ROOT_KINDS: dict[str, SitemapKind] = {"urlset": "urlset", "sitemapindex": "sitemapindex"}
+_ROOT_KINDS: dict[str, SitemapKind] = {
+    "urlset": "urlset",
+    "sitemapindex": "sitemapindex",
+    "rss": "rss",
+    "RDF": "rss",
+    "feed": "atom",
+}
+_ENTRY_OF_KIND = {"urlset": "url", "sitemapindex": "sitemap", "rss": "item", "atom": "entry"}
+_FEED_TIMES = {"updated": 0, "pubDate": 0, "date": 0, "published": 1}
+"""The entry's time elements by preference (lower wins; the first of equals)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SitemapEntry:
-    """One ``<url>`` or ``<sitemap>``: a canonical URL, its priority hint, and which of the two."""
+    """One ``<url>``, ``<sitemap>`` or feed item: a canonical URL, its priority hint, and whether it
+    is a sitemap."""
 
     url: str
     priority: float | None
     is_sitemap: bool
     modified_at: int | None = None
-    """Its ``<lastmod>``, epoch milliseconds."""
+    """Its ``<lastmod>`` (a feed item's time), epoch milliseconds."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +106,10 @@ class Sitemap:
     error: str | None = None
     """Why the document is not (wholly) a sitemap: corrupt gzip, not XML, an unknown root."""
 
+    @property
+    def is_feed(self) -> bool:
+        return self.kind in FEED_KINDS
+
 
 def is_gzip(body: bytes) -> bool:
     return body.startswith(_GZIP_MAGIC)
@@ -97,7 +122,7 @@ def parse_sitemap(
     max_bytes: int = MAX_DECOMPRESSED_BYTES,
     max_urls: int = MAX_URLS,
 ) -> Sitemap:
-    """Parse a sitemap or sitemap index, gzip-compressed or not; never raises on bad input."""
+    """Parse a sitemap, sitemap index or feed, gzip-compressed or not; never raises on bad input."""
     error = None
     truncated = False
     if is_gzip(body):
@@ -108,7 +133,8 @@ def parse_sitemap(
     parse_error = reader.read(_BARE_AMPERSAND.sub(_escape_ampersand, body))
     if error is None:
         if reader.kind == "unknown":
-            error = parse_error or f"not a sitemap: root element <{reader.root_name or ''}>"
+            root = reader.root_name or ""
+            error = parse_error or f"not a sitemap or feed: root element <{root}>"
         elif not reader.complete and not truncated:
             # libxml2 stops at what it deems an attack (entity amplification) or a fatal error.
             error = parse_error or "the XML parser stopped before the end of the document"
@@ -165,10 +191,14 @@ class _SitemapReader:
         self.duplicates = 0
         self.over_cap = 0
         self._seen: set[str] = set()
+        self._entry_tag = ""
         self._entry: Any = None
         self._loc: str | None = None
+        self._fallback: str | None = None
+        """A feed item's guid or rdf:about, its page when it has no link."""
         self._priority: float | None = None
         self._modified_at: int | None = None
+        self._time_rank = len(_FEED_TIMES)
 
     def read(self, data: bytes) -> str | None:
         """Feed the whole document; returns libxml2's complaint when it could not make a tree."""
@@ -206,9 +236,11 @@ class _SitemapReader:
                 if self.root_name is None:
                     self.root_name = name
                     self.kind = _ROOT_KINDS.get(name, "unknown")
-                elif self._entry is None and name in _ENTRY_TAGS:
+                    self._entry_tag = _ENTRY_OF_KIND.get(self.kind, "")
+                elif self._entry is None and name == self._entry_tag:
                     self._entry, self._loc, self._priority = element, None, None
-                    self._modified_at = None
+                    self._modified_at, self._time_rank = None, len(_FEED_TIMES)
+                    self._fallback = element.get(f"{_RDF}about")
             elif self._entry is not None:
                 self._end_inside_entry(name, element)
             elif element.getparent() is None:
@@ -216,24 +248,42 @@ class _SitemapReader:
 
     def _end_inside_entry(self, name: str, element: Any) -> None:
         if element is self._entry:
-            self._finish_entry(_ENTRY_TAGS[name])
+            self._finish_entry(self.kind == "sitemapindex")
             element.clear()
             parent = element.getparent()
             while parent is not None and element.getprevious() is not None:
                 del parent[0]
             self._entry = None
         elif element.getparent() is self._entry:
-            if name == "loc":
+            if self.kind in FEED_KINDS:
+                self._feed_field(name, element)
+            elif name == "loc":
                 self._loc = (element.text or "").strip()
             elif name == "priority":
                 self._priority = _priority(element.text)
             elif name == "lastmod":
                 self._modified_at = lastmod_ms(element.text)
 
+    def _feed_field(self, name: str, element: Any) -> None:
+        if name == "link" and not self._loc:
+            if self.kind == "atom":
+                if (element.get("rel") or "alternate").strip().lower() == "alternate":
+                    self._loc = (element.get("href") or "").strip()
+            else:
+                self._loc = (element.text or "").strip()
+        elif name == "guid" and self._fallback is None:
+            if (element.get("isPermaLink") or "true").strip().lower() != "false":
+                self._fallback = (element.text or "").strip()
+        elif name in _FEED_TIMES and _FEED_TIMES[name] < self._time_rank:
+            moment = pubdate_ms(element.text) if name == "pubDate" else lastmod_ms(element.text)
+            if moment is not None:
+                self._modified_at, self._time_rank = moment, _FEED_TIMES[name]
+
     def _finish_entry(self, is_sitemap: bool) -> None:
-        if self.kind == "unknown" or is_sitemap != (self.kind == "sitemapindex"):
+        if self.kind == "unknown":
             return
-        url = canonical_url(self._loc, self.sitemap_url) if self._loc else None
+        location = self._loc or self._fallback
+        url = canonical_url(location, self.sitemap_url) if location else None
         if url is None:
             self.invalid_urls += 1
         elif url in self._seen:
@@ -262,6 +312,20 @@ def lastmod_ms(text: str | None) -> int | None:
                 moment = moment.replace(tzinfo=UTC)
     except ValueError:
         return None
+    millis = round(moment.timestamp() * 1000)
+    return millis if millis >= 0 else None
+
+
+def pubdate_ms(text: str | None) -> int | None:
+    """An RSS ``<pubDate>`` (RFC 822, ``Mon, 07 Dec 2026 10:30:00 GMT``) as epoch milliseconds;
+    None when it is not one. Feeds get it wrong often: a W3C datetime is taken too."""
+    value = (text or "").strip()
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return lastmod_ms(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
     millis = round(moment.timestamp() * 1000)
     return millis if millis >= 0 else None
 

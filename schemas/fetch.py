@@ -36,6 +36,8 @@ class FetchRequest(InternalModel):
     redirect_hops: Annotated[int, Field(ge=0)] = 0
     follow_nofollow: bool = False
     """Carried to the FetchedPage so the parser knows whether nofollow links are followed."""
+    use_feeds: bool = Field(default=False, exclude_if=lambda use: not use)
+    """The crawl's `use_feeds`, carried to the FetchedPage; left out when false."""
     etag: str | None = None
     last_modified: str | None = None
     content_hash: str | None = None

@@ -56,3 +56,5 @@ class FetchedPage(InternalModel):
     redirect_hops: Annotated[int, Field(ge=0)] = Field(default=0, exclude_if=lambda hops: hops == 0)
     """The redirects followed to reach `url`, for the parser: a page's refresh is one more
     (`parser.refresh`). Left out when none."""
+    use_feeds: bool = Field(default=False, exclude_if=lambda use: not use)
+    """The request's `use_feeds`: the parser discovers the feeds the page announces."""

@@ -51,6 +51,16 @@ SITEMAP_MEDIA_TYPES = ("application/xml", "text/xml", "application/gzip", "appli
 """The media types sitemaps are served as (sitemaps.org: XML, or XML gzipped)."""
 
 
+FEED_MEDIA_TYPES = (
+    "application/rss+xml",
+    "application/atom+xml",
+    "application/rdf+xml",
+    "application/xml",
+    "text/xml",
+)
+"""The media types news feeds are served as: their own, and plain XML (common for RSS)."""
+
+
 def looks_like_sitemap(url: str) -> bool:
     """Whether a URL is where a sitemap would be: ``sitemap`` in its path (``/sitemap.xml``,
     ``/wp-sitemap.xml``, ``/sitemaps/posts``), or a path ending ``.xml`` or ``.xml.gz`` (the files
@@ -62,10 +72,15 @@ def looks_like_sitemap(url: str) -> bool:
 def fetched_content_types(request: CrawlRequest, url: str) -> list[str]:
     """The media types a fetch of `url` keeps: the crawl's, and the sitemap types too where a
     crawl that uses sitemaps fetches a sitemap-like URL, so its HTML-only default does not refuse
-    the very sitemaps it asked for (served as application/xml or gzip)."""
+    the very sitemaps it asked for (served as application/xml or gzip); with ``use_feeds``, the
+    feed types for every URL (feed URLs look like anything: ``/feed/``, ``?format=rss``)."""
     kept = list(request.content_types)
-    if request.use_sitemaps and kept and "*/*" not in kept and looks_like_sitemap(url):
+    if not kept or "*/*" in kept:
+        return kept
+    if request.use_sitemaps and looks_like_sitemap(url):
         kept += [media for media in SITEMAP_MEDIA_TYPES if media not in kept]
+    if request.use_feeds:
+        kept += [media for media in FEED_MEDIA_TYPES if media not in kept]
     return kept
 
 
@@ -224,6 +239,10 @@ class CrawlRequest(InboundModel):
     )
     respect_robots: bool = True
     use_sitemaps: bool = False
+    use_feeds: bool = False
+    """Follow the RSS and Atom feeds pages announce (``<link rel=alternate>``) to their items, as
+    StormCrawler's feed parser does; feeds given as seeds are read whatever this says, when the
+    content types keep them."""
     priority: PriorityStrategy = "bfs"
     follow_nofollow: bool = False
     max_redirects: Annotated[int, Field(ge=0, le=50)] = 5

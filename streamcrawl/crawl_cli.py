@@ -189,6 +189,12 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         "--sitemaps", action="store_true", help="admit the URLs of sitemaps robots.txt lists"
     )
     scope.add_argument(
+        "--feeds",
+        action="store_true",
+        help="follow the RSS and Atom feeds pages announce (<link rel=alternate>) to their "
+        "items; with --recrawl-hours a feed's dates tell which items changed",
+    )
+    scope.add_argument(
         "--follow-within",
         metavar="SELECTOR",
         help="discover only the links inside the elements it matches (CSS, or xpath:...), "
@@ -344,6 +350,7 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         "priority": args.priority,
         "respect_robots": not args.ignore_robots,
         "use_sitemaps": args.sitemaps,
+        "use_feeds": args.feeds,
         "follow_nofollow": args.follow_nofollow,
         "recrawl_adaptive": args.recrawl_adaptive,
     }

@@ -23,6 +23,7 @@ SEED = "https://example.com/"
 FLAGS = {
     "respect_robots": "--ignore-robots",
     "use_sitemaps": "--sitemaps",
+    "use_feeds": "--feeds",
     "follow_nofollow": "--follow-nofollow",
 }
 """Fields set by a flag rather than a value."""
@@ -82,6 +83,7 @@ def test_every_option_reaches_its_field() -> None:
         "--scope-threshold=0.4",
         "--follow-nofollow",
         "--sitemaps",
+        "--feeds",
         "--max-links=5000",
         "--max-pages-per-host=200",
         "--max-duration-s=1.5",
@@ -125,6 +127,7 @@ def test_every_option_reaches_its_field() -> None:
         "content_types": ["text/html", "application/xhtml+xml", "application/pdf"],
         "respect_robots": False,
         "use_sitemaps": True,
+        "use_feeds": True,
         "priority": "novelty",
         "follow_nofollow": True,
         "max_redirects": 2,

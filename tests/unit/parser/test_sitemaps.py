@@ -66,12 +66,15 @@ def test_plain_body_over_the_size_limit_is_cut() -> None:
         (b"", "not XML"),
         (b"\x00\xff\xfe garbage", "not a sitemap"),
         (
-            b"<rss><channel><link>https://a.example/</link></channel></rss>",
-            "not a sitemap: root element <rss>",
+            b"<svg xmlns='http://www.w3.org/2000/svg'><a href='/x'/></svg>",
+            "not a sitemap or feed: root element <svg>",
         ),
-        (b"<html><body><a href='/x'>x</a></body></html>", "not a sitemap: root element <html>"),
+        (
+            b"<html><body><a href='/x'>x</a></body></html>",
+            "not a sitemap or feed: root element <html>",
+        ),
     ],
-    ids=["corrupt-gzip", "cut-gzip", "empty", "binary", "rss", "html"],
+    ids=["corrupt-gzip", "cut-gzip", "empty", "binary", "svg", "html"],
 )
 def test_broken_or_foreign_documents_are_reported(body: bytes, error: str | None) -> None:
     sitemap = parse_sitemap(body, SITEMAP_URL)
