@@ -24,7 +24,7 @@ from aiohttp import web
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
 from schemas import crawls, deadletter, members
-from schemas.registry import changelog_topic
+from schemas.registry import ALL_TOPICS, changelog_topic
 from schemas.seeds import CrawlRequest
 from schemas.serde import decode, encode
 from schemas.topic import TopicSpec
@@ -272,6 +272,24 @@ def wait_crawl_done(
         raise
     finally:
         states.close()
+
+
+def crawl_to_the_end(
+    bootstrap: str,
+    root: Path,
+    started: list[ServiceProcess],
+    request: CrawlRequest,
+    timeout_s: float = 120,
+) -> Deployment:
+    """Topics, a frontier, a fetcher and a parser (two partitions, logs under ``root``) that
+    crawl ``request`` until it is done; the services go into ``started`` (the caller stops them)
+    and stay up for the CLI."""
+    deployment = Deployment(bootstrap, root, partitions=2)
+    deployment.create(ALL_TOPICS)
+    started.extend(deployment.start_crawler(root / "logs"))
+    deployment.publish_crawl(request)
+    wait_crawl_done(deployment, started, timeout_s)
+    return deployment
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, describe: str) -> None:

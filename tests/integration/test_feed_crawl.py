@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from tests.support import Deployment, LocalSite, ServiceProcess, wait_crawl_done
+from tests.support import LocalSite, ServiceProcess, crawl_to_the_end
 
 pytestmark = pytest.mark.kafka
 
@@ -50,14 +49,10 @@ def news() -> Iterator[LocalSite]:
 def test_a_crawl_using_feeds_reaches_the_articles_only_its_feed_lists(
     kafka_bootstrap: str, tmp_path: Path, news: LocalSite, started: list[ServiceProcess]
 ) -> None:
-    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
-    deployment.create(ALL_TOPICS)
-    started.extend(deployment.start_crawler(tmp_path / "logs"))
     request = CrawlRequest(
         crawl_id="news", seeds=[news.url("/")], max_depth=2, use_feeds=True, politeness_delay_ms=0
     )
-    deployment.publish_crawl(request)
-    wait_crawl_done(deployment, started, 120)
+    deployment = crawl_to_the_end(kafka_bootstrap, tmp_path, started, request)
 
     assert {"/", "/about", "/feed/", "/2026/rates", "/2026/rain"} <= set(news.paths())
     depths = {}

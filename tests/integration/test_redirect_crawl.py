@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from tests.support import Deployment, LocalSite, ServiceProcess, wait_crawl_done
+from tests.support import LocalSite, ServiceProcess, crawl_to_the_end
 
 pytestmark = pytest.mark.kafka
 
@@ -55,14 +54,10 @@ def site() -> Iterator[LocalSite]:
 def test_a_chain_of_max_redirects_is_followed_and_a_longer_one_is_dead(
     kafka_bootstrap: str, tmp_path: Path, site: LocalSite, started: list[ServiceProcess]
 ) -> None:
-    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
-    deployment.create(ALL_TOPICS)
-    started.extend(deployment.start_crawler(tmp_path / "logs"))
     request = CrawlRequest(
         crawl_id="chains", seeds=[site.url("/")], max_redirects=2, politeness_delay_ms=0
     )
-    deployment.publish_crawl(request)
-    wait_crawl_done(deployment, started, 120)
+    deployment = crawl_to_the_end(kafka_bootstrap, tmp_path, started, request)
 
     fetched = site.paths()
     assert "/two-end" in fetched, "two redirects are within max_redirects=2"
@@ -99,14 +94,10 @@ def moved_site() -> Iterator[LocalSite]:
 def test_a_meta_refresh_is_followed_at_the_page_depth(
     kafka_bootstrap: str, tmp_path: Path, moved_site: LocalSite, started: list[ServiceProcess]
 ) -> None:
-    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
-    deployment.create(ALL_TOPICS)
-    started.extend(deployment.start_crawler(tmp_path / "logs"))
     request = CrawlRequest(
         crawl_id="moved", seeds=[moved_site.url("/")], max_depth=0, politeness_delay_ms=0
     )
-    deployment.publish_crawl(request)
-    wait_crawl_done(deployment, started, 120)
+    deployment = crawl_to_the_end(kafka_bootstrap, tmp_path, started, request)
 
     fetched = moved_site.paths()
     assert fetched.count("/new-home") == 1, "the refresh is a redirect: depth 0 like its page"

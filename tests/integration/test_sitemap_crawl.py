@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from schemas.registry import ALL_TOPICS
 from schemas.seeds import CrawlRequest
-from tests.support import Deployment, LocalSite, ServiceProcess, wait_crawl_done
+from tests.support import LocalSite, ServiceProcess, crawl_to_the_end
 
 pytestmark = pytest.mark.kafka
 
@@ -80,14 +79,10 @@ def site() -> Iterator[LocalSite]:
 def test_a_sitemap_crawl_fetches_the_sitemaps_and_every_page_they_list(
     kafka_bootstrap: str, tmp_path: Path, site: LocalSite, started: list[ServiceProcess]
 ) -> None:
-    deployment = Deployment(kafka_bootstrap, tmp_path, partitions=2)
-    deployment.create(ALL_TOPICS)
-    started.extend(deployment.start_crawler(tmp_path / "logs"))
     request = CrawlRequest(
         seeds=[site.url("/")], max_depth=2, use_sitemaps=True, politeness_delay_ms=0
     )
-    deployment.publish_crawl(request)
-    wait_crawl_done(deployment, started, 120)
+    crawl_to_the_end(kafka_bootstrap, tmp_path, started, request)
     assert sorted(site.paths()) == sorted(
         [
             "/",
