@@ -20,7 +20,12 @@ back with the same answer and spend one of its retries. Then, by `frontier.retry
   at the page's depth.
 - redirect: the target, resolved against the URL, is admitted through `urls` at the same depth with
   one more redirect hop, keyed by the target's host (``redirects``); a target that is not a
-  crawlable http(s) URL is refused (``redirect_refused``); too many hops is dead.
+  crawlable http(s) URL is refused (``redirect_refused``); too many hops is dead. A redirect to the
+  URL itself (a site setting a cookie, then sending the client back for the page) goes back to its
+  place in the host's queue with one more hop (``redirects_to_self``): admitted like another
+  target, it would find itself visited and be lost without a word. With the crawl's cookies the
+  next fetch carries what the site set (`fetcher.cookies`); without them the loop ends as
+  ``too_many_redirects``.
 - retry: the URL waits in `delayed` for `RetryPolicy` backoff with jitter, Retry-After as a floor.
 - dead: a DeadLetter (stage ``frontier``, the outcome's coordinates, the reason) goes to
   `deadletter`, keyed like the outcome.
@@ -119,6 +124,9 @@ def handle_outcome(session: PartitionSession, outcome: FetchOutcome, source: Rec
     if action in ("done", "unchanged"):
         _fetched(session, crawl, lease, outcome, visited, fingerprint)
     elif action == "redirect":
+        if canonical_url(outcome.redirect_to or "", lease.url) == lease.url:
+            _redirect_to_self(session, crawl, lease, hops, visited, fingerprint)
+            return
         _redirect(session, crawl, lease, outcome, hops)
         _finish(session, lease, visited, fingerprint, "done")
     elif action == "retry":
@@ -228,6 +236,21 @@ def _redirect(
     session.count(lease.crawl_id, "discovered_messages_announced")
     if depth_ordered(crawl.request):
         session.count(lease.crawl_id, depth_counter("announced", lease.depth))
+
+
+def _redirect_to_self(
+    session: PartitionSession,
+    crawl: CrawlState,
+    lease: LeaseRecord,
+    hops: int,
+    visited: VisitedRecord,
+    fingerprint: bytes,
+) -> None:
+    """Fetch the URL again, one redirect hop further; it stays unfinished at its depth."""
+    entry = QueuedUrl(lease.crawl_id, lease.url, lease.depth, hops + 1, lease.attempts)
+    requeue(session, crawl, entry, lease.host, visited, fingerprint, recrawl=is_recrawl(visited))
+    session.count(lease.crawl_id, "redirects")
+    session.count(lease.crawl_id, "redirects_to_self")
 
 
 def _emit_sitemaps(

@@ -327,6 +327,34 @@ def test_a_chain_of_refreshes_longer_than_max_redirects_is_refused(tmp_path: Pat
     sim.close()
 
 
+def test_a_redirect_to_itself_fetches_the_url_again_until_max_redirects(tmp_path: Path) -> None:
+    """A site that sets a cookie and sends the client back to the same URL: the URL is fetched
+    again (with the cookie, when the crawl keeps them), not lost as a duplicate of itself."""
+
+    def cookie_check(request: FetchRequest, attempt: int) -> dict[str, Any] | None:
+        once = request.url == f"{A}/once" and attempt == 1
+        if once or request.url == f"{A}/always":
+            return {"kind": "redirect", "status": 302, "redirect_to": request.url}
+        return None
+
+    site = {f"{A}/": ["/once", "/always"]}
+    sim = Simulation(tmp_path, partitions=2, site=site, script=cookie_check)
+    sim.start(CrawlRequest(crawl_id="self", seeds=[f"{A}/"], max_redirects=2))
+    sim.settle(until=lambda: sim.status("self") == "done")
+    hops = [(fetch.url, fetch.redirect_hops) for fetch in sim.fetches if fetch.url != f"{A}/"]
+    assert [hop for hop in hops if hop[0] == f"{A}/once"] == [(f"{A}/once", 0), (f"{A}/once", 1)]
+    assert [hop for hop in hops if hop[0] == f"{A}/always"] == [
+        (f"{A}/always", 0),
+        (f"{A}/always", 1),
+        (f"{A}/always", 2),
+    ]
+    assert sim.total("self", "redirects_to_self") == 3
+    [letter] = sim.dead_letters
+    assert letter.error.startswith("too_many_redirects")
+    assert sim.total("self", "fetched") == 2  # the seed and /once
+    sim.close()
+
+
 def test_urls_are_counted_once_each_by_their_latest_outcome(tmp_path: Path) -> None:
     """``outcome_<label>`` counts each URL under its latest outcome: the HTTP status, or the kind
     when there was none. A retried URL moves from its failure's count to its success's."""
