@@ -2,9 +2,10 @@
 
 DESIGN.md section 3 step 4 and section 5. :func:`open_session` builds the one pooled
 ``aiohttp.ClientSession`` a fetcher uses (robots.txt included): the address-checking resolver and
-socket factory (`fetcher.resolver`), a DNS cache, no cookies, no proxies from the environment (a
-configured one instead, `fetcher.proxy`), the system's certificates and any configured besides, no
-automatic decompression, and parser limits on the status line, each header and their number.
+socket factory (`fetcher.resolver`), a DNS cache, no cookie jar of aiohttp's own (a crawl asking
+for cookies has its jars in `fetcher.cookies`), no proxies from the environment (a configured one
+instead, `fetcher.proxy`), the system's certificates and any configured besides, no automatic
+decompression, and parser limits on the status line, each header and their number.
 :func:`fetch` then
 
 1. sends the User-Agent, Accept (from the request's content types), Accept-Encoding (what
@@ -47,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from yarl import URL
 
 from fetcher.addresses import AddressPolicy
+from fetcher.cookies import CookieJars
 from fetcher.credentials import Authorizations, SiteCredentials
 from fetcher.deadlines import FetchDeadline
 from fetcher.decoding import ACCEPT_ENCODING, decoder_for
@@ -145,6 +147,7 @@ class FetchSession:
     http: aiohttp.ClientSession
     proxy: Proxy | None = None
     authorizations: Authorizations = field(default_factory=lambda: Authorizations({}))
+    cookies: CookieJars = field(default_factory=CookieJars)
 
 
 @asynccontextmanager
@@ -250,6 +253,8 @@ async def _exchange(
                 ) as response:
                     draft.answered_at = clock.monotonic()
                     deadline.progress()
+                    if target.cookie_jar is not None:
+                        session.cookies.remember(target.cookie_jar, request_url, response.cookies)
                     if proxy is not None and response.status == 407:
                         _fail(draft, retryable(Reason.PROXY_ERROR, "407 from the proxy"))
                         return
@@ -274,10 +279,21 @@ async def _prepared(
     authorization = session.authorizations.header_for(str(url))
     if authorization is not None:
         headers["Authorization"] = authorization
+    if target.cookie_jar is not None:
+        _add_cookies(headers, session.cookies.header_for(target.cookie_jar, url))
     if proxy is None:
         return headers, {}
     await proxy.check_target(url.raw_host or "", url.port or 0)
     return headers, proxy.request_arguments(url, headers)
+
+
+def _add_cookies(headers: dict[str, str], kept: str | None) -> None:
+    """The jar's cookies after any the crawl's own headers set (``--header 'Cookie: ...'``)."""
+    if kept is None:
+        return
+    name = next((name for name in headers if name.lower() == "cookie"), "Cookie")
+    given = headers.get(name)
+    headers[name] = f"{given}; {kept}" if given else kept
 
 
 def _request_headers(target: FetchTarget) -> dict[str, str]:

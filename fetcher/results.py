@@ -44,6 +44,8 @@ class FetchTarget:
     """Epoch milliseconds after which the result is useless (the lease deadline)."""
     headers: Mapping[str, str] | None = None
     """The crawl's own request headers, sent with the fetcher's."""
+    cookie_jar: str | None = None
+    """The crawl whose cookies the fetch sends and keeps (`fetcher.cookies`); None: no cookies."""
     on_sent: SentHook | None = field(default=None, compare=False, repr=False)
     """Called when the request's headers have been written (never when it got no further)."""
 
@@ -57,6 +59,7 @@ class FetchTarget:
             content_hash=request.content_hash,
             deadline_ms=request.deadline,
             headers=request.headers,
+            cookie_jar=request.crawl_id if request.use_cookies else None,
             on_sent=on_sent,
         )
 

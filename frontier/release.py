@@ -294,6 +294,7 @@ def lease(
         redirect_hops=entry.redirect_hops,
         follow_nofollow=request.follow_nofollow,
         use_feeds=request.use_feeds,
+        use_cookies=request.use_cookies,
         etag=entry.etag,
         last_modified=entry.last_modified,
         content_hash=entry.content_hash,

@@ -38,6 +38,8 @@ class FetchRequest(InternalModel):
     """Carried to the FetchedPage so the parser knows whether nofollow links are followed."""
     use_feeds: bool = Field(default=False, exclude_if=lambda use: not use)
     """The crawl's `use_feeds`, carried to the FetchedPage; left out when false."""
+    use_cookies: bool = Field(default=False, exclude_if=lambda use: not use)
+    """The crawl's `use_cookies`: the fetch sends and keeps the crawl's cookies of the host."""
     etag: str | None = None
     last_modified: str | None = None
     content_hash: str | None = None

@@ -243,6 +243,10 @@ class CrawlRequest(InboundModel):
     """Follow the RSS and Atom feeds pages announce (``<link rel=alternate>``) to their items, as
     StormCrawler's feed parser does; feeds given as seeds are read whatever this says, when the
     content types keep them."""
+    use_cookies: bool = False
+    """Send back the cookies sites set, per host, as Scrapy and Heritrix do (`fetcher.cookies`):
+    for sites that set one and redirect to the same page. Off by default, as in StormCrawler and
+    Nutch: a crawler without cookies is not followed from page to page by session trackers."""
     priority: PriorityStrategy = "bfs"
     follow_nofollow: bool = False
     max_redirects: Annotated[int, Field(ge=0, le=50)] = 5

@@ -229,6 +229,12 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         "--ignore-robots", action="store_true", help="fetch what robots.txt disallows"
     )
     fetching.add_argument(
+        "--cookies",
+        action="store_true",
+        help="send back the cookies each host set (for sites that set one and redirect to "
+        "the same page: cookie checks, consent walls)",
+    )
+    fetching.add_argument(
         "--max-retries",
         type=int,
         metavar="N",
@@ -351,6 +357,7 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         "respect_robots": not args.ignore_robots,
         "use_sitemaps": args.sitemaps,
         "use_feeds": args.feeds,
+        "use_cookies": args.cookies,
         "follow_nofollow": args.follow_nofollow,
         "recrawl_adaptive": args.recrawl_adaptive,
     }

@@ -1,6 +1,7 @@
 """Redirects through the real services (frontier, fetcher, parser): a crawl follows a chain of
 exactly ``max_redirects`` redirects to its end, and one more is a dead URL (too_many_redirects);
-a page's meta refresh is a redirect too (`parser.refresh`), followed at the page's depth.
+a page's meta refresh is a redirect too (`parser.refresh`), followed at the page's depth; and a
+crawl keeping cookies gets past a site that sets one and redirects to the same page.
 
 Until session 45 the fetcher's outcome counted the redirect it reported and the frontier counted
 it again, so every redirect spent two hops: ``max_redirects=1`` killed every redirect, and the
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from schemas.seeds import CrawlRequest
 from tests.support import LocalSite, ServiceProcess, crawl_to_the_end
@@ -106,3 +108,44 @@ def test_a_meta_refresh_is_followed_at_the_page_depth(
     shown = deployment.cli("url", "moved", moved_site.url("/new-home"), "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["depth"] == 0
+
+
+class CookieCheck(LocalSite):
+    """/members answers 302 to itself with a cookie, and its page to a request carrying it."""
+
+    async def _answer(self, request: web.Request) -> web.Response:
+        if request.path != "/members" or request.cookies.get("seen") == "1":
+            return await super()._answer(request)
+        self.requests.append((0.0, request.path_qs))
+        response = web.Response(status=302, headers={"Location": request.path})
+        response.set_cookie("seen", "1")
+        return response
+
+
+@pytest.fixture
+def cookie_site() -> Iterator[LocalSite]:
+    local = CookieCheck(
+        {
+            "/robots.txt": (200, {}, b"User-agent: *\n"),
+            "/": page(["/members"]),
+            "/members": page(["/members/list"]),
+            "/members/list": page([]),
+        }
+    ).start()
+    yield local
+    local.stop()
+
+
+def test_a_crawl_with_cookies_gets_past_a_cookie_check(
+    kafka_bootstrap: str, tmp_path: Path, cookie_site: LocalSite, started: list[ServiceProcess]
+) -> None:
+    request = CrawlRequest(
+        crawl_id="cookies", seeds=[cookie_site.url("/")], use_cookies=True, politeness_delay_ms=0
+    )
+    deployment = crawl_to_the_end(kafka_bootstrap, tmp_path, started, request)
+    fetched = cookie_site.paths()
+    assert fetched.count("/members") == 2, "the redirect to itself, then the page"
+    assert "/members/list" in fetched, "the page behind the check was parsed"
+    shown = deployment.cli("url", "cookies", cookie_site.url("/members"), "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["state"] == "done"

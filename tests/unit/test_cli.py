@@ -24,6 +24,7 @@ FLAGS = {
     "respect_robots": "--ignore-robots",
     "use_sitemaps": "--sitemaps",
     "use_feeds": "--feeds",
+    "use_cookies": "--cookies",
     "follow_nofollow": "--follow-nofollow",
 }
 """Fields set by a flag rather than a value."""
@@ -84,6 +85,7 @@ def test_every_option_reaches_its_field() -> None:
         "--follow-nofollow",
         "--sitemaps",
         "--feeds",
+        "--cookies",
         "--max-links=5000",
         "--max-pages-per-host=200",
         "--max-duration-s=1.5",
@@ -128,6 +130,7 @@ def test_every_option_reaches_its_field() -> None:
         "respect_robots": False,
         "use_sitemaps": True,
         "use_feeds": True,
+        "use_cookies": True,
         "priority": "novelty",
         "follow_nofollow": True,
         "max_redirects": 2,
