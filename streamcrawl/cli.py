@@ -19,6 +19,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 
 from streamcrawl import (
+    broken_cli,
     crawl_cli,
     crawllog_cli,
     deadletter_cli,
@@ -159,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     deadletter_cli.add_command(commands)
     items_cli.add_command(commands)
     crawllog_cli.add_command(commands)
+    broken_cli.add_command(commands)
     return parser
 
 

@@ -1,0 +1,72 @@
+"""`streamcrawl broken` through the real services (frontier, fetcher, parser, linkgraph): a
+crawl's dead URLs, each with the pages linking to it and their anchor texts, and nothing for a
+URL robots.txt keeps out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from schemas.seeds import CrawlRequest
+from tests.support import LocalSite, ServiceProcess, crawl_to_the_end, wait_for
+
+pytestmark = pytest.mark.kafka
+
+HTML = {"Content-Type": "text/html; charset=utf-8"}
+
+
+def page(links: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    anchors = "".join(f'<a href="{href}">{text}</a>' for href, text in links.items())
+    return (200, HTML, f"<html><body><main>{anchors}</main></body></html>".encode())
+
+
+@pytest.fixture
+def site() -> Iterator[LocalSite]:
+    local = LocalSite(
+        {
+            "/robots.txt": (200, {}, b"User-agent: *\nDisallow: /private\n"),
+            "/": page({"/offers": "Offers", "/gone": "Old offer", "/private": "Staff"}),
+            "/offers": page({"/gone": "last year's offer", "/": "home"}),
+            "/moved": (301, {"Location": "/gone"}, b""),
+        }
+    ).start()
+    yield local
+    local.stop()
+
+
+def test_broken_lists_dead_urls_with_the_pages_linking_to_them(
+    kafka_bootstrap: str, tmp_path: Path, site: LocalSite, started: list[ServiceProcess]
+) -> None:
+    request = CrawlRequest(
+        crawl_id="shop", seeds=[site.url("/"), site.url("/moved")], politeness_delay_ms=0
+    )
+    deployment = crawl_to_the_end(kafka_bootstrap, tmp_path, started, request)
+    started.append(deployment.start("linkgraph", tmp_path / "logs"))
+    gone = site.url("/gone")
+
+    def graph_has_every_link() -> bool:
+        answer = deployment.cli("graph", "in", gone, "--json")
+        return answer.returncode == 0 and len(json.loads(answer.stdout)["edges"]) == 3
+
+    wait_for(graph_has_every_link, 120, "the link graph holding the in-links of /gone")
+
+    listed = deployment.cli("broken", "shop")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0] == f"404     {gone}  (permanent)"
+    assert sorted(listed.stdout.splitlines()[1:]) == sorted(
+        [
+            f"        <- {site.url('/')}  'Old offer'  [INTERNAL]",
+            f'        <- {site.url("/offers")}  "last year\'s offer"  [INTERNAL]',
+            f"        <- {site.url('/moved')}  [REDIRECT]",
+        ]
+    )
+    assert "1 broken URL in crawl shop, linked from 3 pages" in listed.stderr
+
+    as_json = deployment.cli("broken", "shop", "--json", "--links=1")
+    [item] = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert (item["url"], item["status"], item["reason"]) == (gone, 404, "permanent")
+    assert len(item["linked_from"]) == 1 and item["more_links"] is True
+    assert "no broken links in crawl other" in deployment.cli("broken", "other").stderr
