@@ -99,6 +99,7 @@ def summary_lines(summary: CrawlSummary) -> list[str]:
         lines.append("out of scope: " + ", ".join(f"{k}={v}" for k, v in sorted(rejected.items())))
     if counters.get("dead", 0):
         lines.append(f"dead URLs and why: streamcrawl deadletters --crawl-id {summary.crawl_id}")
+        lines.append(f"broken links and the pages linking: streamcrawl broken {summary.crawl_id}")
     if summary.view.extracts:
         lines.append(f"extracted items: streamcrawl items {summary.crawl_id}")
     if summary.top_pages is not None:

@@ -361,6 +361,8 @@ def test_the_summary_points_at_the_dead_urls_when_there_are_some() -> None:
     hint = "dead URLs and why: streamcrawl deadletters --crawl-id c1"
     with_dead = CrawlView("done", {"fetched": 30, "dead": 3})
     assert hint in summary_lines(CrawlSummary("c1", with_dead))
+    broken = "broken links and the pages linking: streamcrawl broken c1"
+    assert broken in summary_lines(CrawlSummary("c1", with_dead))
     without = CrawlView("done", {"fetched": 30})
     assert not [line for line in summary_lines(CrawlSummary("c1", without)) if "dead URLs" in line]
 
