@@ -47,6 +47,11 @@ class FrontierConfig:
     release_scan_limit: int = 256
     """Queue entries one release looks at; one that leased or dropped this many is released
     again at the next tick (`frontier.release`)."""
+    recrawl_every: int = 4
+    """A host that has both due recrawls and new pages waiting leases a recrawl after this many
+    new pages (`frontier.release`): recrawls get a fifth of a busy host's fetches, so a continuous
+    crawl's hubs (home pages, feeds) stay fresh under a flood of new pages. 0: recrawls only when
+    no new page waits."""
     timer_batch: int = 1_000
     """Expired leases and due delayed entries handled per tick (the rest wait one cycle)."""
     pending_batch: int = 100
@@ -87,6 +92,8 @@ class FrontierConfig:
         )
         if min(positive) < 1:
             raise ValueError("frontier intervals, limits and batch sizes must be positive")
+        if self.recrawl_every < 0:
+            raise ValueError("recrawl_every cannot be negative")
         if self.finished_crawl_retention_ms < 0:
             raise ValueError("the retention of finished crawls cannot be negative")
 

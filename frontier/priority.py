@@ -25,9 +25,10 @@ lead (below). The strategies:
 
 A recrawl goes back to its host queue in :data:`RECRAWL_PRIORITY`, depth 0, rank 0: behind the
 URLs still waiting for their first fetch, of every crawl and strategy, then first due first. A host
-that cannot keep up with its recrawls and its new pages fetches its new pages first. Recrawls put
-back at their first place, in front, could otherwise take all of a busy host's fetches and keep its
-new pages from ever being fetched.
+that cannot keep up with its recrawls and its new pages fetches its new pages first, except for
+the recrawl turn `frontier.release` gives it every ``recrawl_every`` new pages. Recrawls put back at
+their first place, in front, could otherwise take all of a busy host's fetches and keep its new
+pages from ever being fetched.
 
 Depth first under a finite budget: a partition then leases depth d+1 only when nothing of depth <= d
 is queued or leased (`frontier.budget.may_lease_depth`). If a crawl's queue head on a host were a

@@ -396,6 +396,9 @@ class HostState:
     reduced: int | None = None
     successes: int = 0
     held_until_ms: int | None = None
+    new_since_recrawl: int = 0
+    """New pages of recrawling crawls leased since the host's last recrawl lease (the recrawl
+    turn, `frontier.release`); kept across idle moments, so a polite host counts too."""
 
     @property
     def window(self) -> LeaseWindow:
@@ -408,7 +411,12 @@ class HostState:
 
     @property
     def idle(self) -> bool:
-        return self.in_flight == 0 and self.reduced is None and self.held_until_ms is None
+        return (
+            self.in_flight == 0
+            and self.reduced is None
+            and self.held_until_ms is None
+            and self.new_since_recrawl == 0
+        )
 
     def encode(self) -> bytes:
         return dump(self)

@@ -21,6 +21,14 @@ dropped, after the others leased, with what is left of the scan limit. So howeve
 crawl holds back or leaves behind, the host's other crawls lease as if it had none there: each
 costs a release one seek.
 
+Recrawls wait in their own bucket behind the URLs waiting for their first fetch
+(`frontier.priority.RECRAWL_PRIORITY`), but not forever: a host that leased ``recrawl_every`` (4)
+new pages since its last recrawl, and has both kinds waiting, leases the first due recrawl of its
+recrawling crawls next (the recrawl turn: one seek into each such crawl's recrawl bucket). So a busy
+host gives its recrawls a fifth of its fetches and a continuous crawl's home pages and feeds, where
+new links appear, do not go stale behind a flood of new pages; a host keeping up leases everything
+in order anyway.
+
 A release looks at most ``release_scan_limit`` entries; when it leased or dropped some and reached
 the limit, the host is released again at the next tick. A host whose crawls may all not lease now
 is parked until the next wake-up (an admission, an outcome, a crawl's change, a new depth limit).
@@ -39,6 +47,7 @@ from collections.abc import Iterator
 
 from frontier import crawlstate
 from frontier.budget import depth_ordered, may_lease_depth
+from frontier.priority import RECRAWL_PRIORITY_BYTES
 from frontier.queues import QueuedUrl, crawl_queue_prefix, crawl_queues, host_of, release_order
 from frontier.records import (
     DEADLINES,
@@ -137,6 +146,8 @@ class _Release:
         self._queues: list[tuple[CrawlState, Iterator[Entry]]] = []
         self._entries: list[Entry | None] = []
         """Per queue, its first entry not leased or deleted yet; None: it has no more."""
+        self._turns_taken: set[bytes] = set()
+        """Keys leased in a recrawl turn: a queue's scan, begun before, may still read them."""
 
     def add(self, crawl: CrawlState, head: Entry, entries: Iterator[Entry]) -> None:
         """An active crawl's queue joins the merge with its head."""
@@ -171,21 +182,63 @@ class _Release:
             )
             if state.in_flight >= state.window.limit(normal):
                 return
-            self.looked_at += 1
-            entry = QueuedUrl.decode(raw)
-            fingerprint = url_fingerprint(entry.url)
-            visited = session.visited(crawl.crawl_id, fingerprint)
-            if visited is None or visited.state != "queued" or visited.queue_key != key.hex():
-                # Purged, or left behind by a crash: the URL is elsewhere (leased, moved, done).
-                session.table(QUEUE).delete(key)
-                session.dequeued(self.host)
+            if key in self._turns_taken:
                 self._advance(index)
                 continue
-            if not _may_lease(session, crawl, entry, visited):
+            recrawl = _is_recrawl_key(key)
+            if not recrawl and self._recrawl_turn_taken():
+                heapq.heappush(self._heads, (release_order(key), index))
                 continue
-            lease(session, crawl, key, entry, fingerprint, visited)
-            self.progressed = True
-            self._advance(index)
+            if self._try_lease(crawl, key, raw):
+                if recrawl:
+                    state.new_since_recrawl = 0
+                elif crawl.request.recrawl_interval_hours is not None:
+                    state.new_since_recrawl += 1
+                self._advance(index)
+
+    def _try_lease(self, crawl: CrawlState, key: bytes, raw: bytes) -> bool:
+        """Lease one queued entry if it may be; whether it left the queue (leased, or found to
+        be stale and deleted). An entry a crawl may not lease now stays."""
+        session = self.session
+        self.looked_at += 1
+        entry = QueuedUrl.decode(raw)
+        fingerprint = url_fingerprint(entry.url)
+        visited = session.visited(crawl.crawl_id, fingerprint)
+        if visited is None or visited.state != "queued" or visited.queue_key != key.hex():
+            # Purged, or left behind by a crash: the URL is elsewhere (leased, moved, done).
+            session.table(QUEUE).delete(key)
+            session.dequeued(self.host)
+            return True
+        if not _may_lease(session, crawl, entry, visited):
+            return False
+        lease(session, crawl, key, entry, fingerprint, visited)
+        self.progressed = True
+        return True
+
+    def _recrawl_turn_taken(self) -> bool:
+        """On the host's recrawl turn, lease the first due recrawl of its recrawling crawls;
+        whether one was. Nothing waiting ends the turn: the next comes ``recrawl_every`` new
+        pages later, so a host without recrawls pays one seek per that many leases."""
+        every = self.session.config.recrawl_every
+        if every == 0 or self.state.new_since_recrawl < every:
+            return False
+        self.state.new_since_recrawl = 0
+        queue = self.session.table(QUEUE)
+        first: tuple[bytes, CrawlState, Entry] | None = None
+        for crawl, _ in self._queues:
+            if crawl.request.recrawl_interval_hours is None:
+                continue
+            prefix = crawl_queue_prefix(self.host, crawl.crawl_id)
+            found = next(queue.scan(prefix, prefix + RECRAWL_PRIORITY_BYTES), None)
+            if found is not None and (first is None or release_order(found[0]) < first[0]):
+                first = (release_order(found[0]), crawl, found)
+        if first is None:
+            return False
+        _, crawl, (key, raw) = first
+        if not self._try_lease(crawl, key, raw):
+            return False
+        self._turns_taken.add(key)
+        return True
 
     def move_floors(self) -> None:
         """Each merged queue's floor up to its first entry left (past what was leased)."""
@@ -199,6 +252,10 @@ class _Release:
         self._entries[index] = entry
         if entry is not None:
             heapq.heappush(self._heads, (release_order(entry[0]), index))
+
+
+def _is_recrawl_key(key: bytes) -> bool:
+    return release_order(key).startswith(RECRAWL_PRIORITY_BYTES)
 
 
 def wake_on_new_depth_limits(session: PartitionSession, crawl_ids: list[str]) -> None:

@@ -58,6 +58,8 @@ class FrontierOptions(BaseModel):
     """How long a done or cancelled crawl's state is kept before it is purged."""
     bloom_expected_urls: Annotated[int, Field(ge=1)] = 1_000_000
     """URLs per state partition the visited-set Bloom filter is sized for."""
+    recrawl_every: Annotated[int, Field(ge=0)] = 4
+    """A busy host leases a due recrawl after this many new pages (0: only when none waits)."""
     api_enabled: bool = True
     api_host: str = "127.0.0.1"
     api_port: Annotated[int, Field(ge=0, le=65535)] = 8080
@@ -74,6 +76,7 @@ class FrontierOptions(BaseModel):
             progress_interval_ms=self.progress_interval_ms,
             finished_crawl_retention_ms=self.finished_crawl_retention_ms,
             bloom_expected_urls=self.bloom_expected_urls,
+            recrawl_every=self.recrawl_every,
         )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from frontier.config import FrontierConfig
 from frontier.recrawl import HOUR_MS, adaptive_bounds_ms, recrawl_interval_ms
 from schemas.fetch import FetchRequest
 from schemas.seeds import CrawlRequest
@@ -195,24 +196,34 @@ def test_recrawls_neither_wait_for_lower_depths_nor_hold_back_deeper_ones(tmp_pa
     sim.close()
 
 
-def test_a_busy_host_fetches_its_new_pages_before_its_recrawls(tmp_path: Path) -> None:
-    """A recrawl goes behind the URLs waiting for their first fetch (then first due first): put
-    back at its first place, the recrawls of a host that cannot keep up would take every fetch."""
-    site = {f"{A}/": [f"/p{n}" for n in range(6)]}
-    sim = Simulation(tmp_path, site=site, auto_fetch=False)
+def _busy_host_order(tmp_path: Path, config: FrontierConfig) -> list[str]:
+    """A host with ten new pages queued and, two leases in, its seed's recrawl due: the order of
+    its first twelve fetches (a window of two, each answered in turn)."""
+    site = {f"{A}/": [f"/p{n}" for n in range(10)]}
+    sim = Simulation(tmp_path, site=site, auto_fetch=False, config=config)
     sim.start(_request(crawl_id="busy", recrawl_interval_hours=0.001, politeness_delay_ms=100))
     sim.run()
-    _answer(sim, f"{A}/")  # its six links queued, two of them leased (a window of two)
+    _answer(sim, f"{A}/")  # its links queued, two of them leased (a window of two)
     sim.clock.advance_ms(4_000)  # the seed's recrawl is due: back in the queue
     sim.tick_all()
-    while sim.held_fetches:
+    while sim.held_fetches and len(sim.fetches) < 12:
         _answer(sim, sim.held_fetches[0].url)
-        if len(sim.fetches) >= 9:
-            break
-    order = [f.url for f in sim.fetches]
-    assert order[:7] == [f"{A}/", *(f"{A}/p{n}" for n in range(6))]
-    assert f"{A}/" in order[7:]
+    order = [f.url.removeprefix(A) for f in sim.fetches]
     sim.close()
+    return order[:12]
+
+
+def test_a_busy_host_gives_its_recrawls_a_turn_after_every_four_new_pages(tmp_path: Path) -> None:
+    """A recrawl goes behind the URLs waiting for their first fetch, but not forever: the
+    recrawls of a host that cannot keep up would otherwise wait for every new page, and a
+    continuous crawl's hubs (where new links appear) would go stale."""
+    order = _busy_host_order(tmp_path / "share", FrontierConfig())
+    assert order == ["/", "/p0", "/p1", "/p2", "/", *(f"/p{n}" for n in range(3, 10))]
+
+
+def test_with_no_recrawl_turns_a_busy_host_fetches_every_new_page_first(tmp_path: Path) -> None:
+    order = _busy_host_order(tmp_path / "strict", FrontierConfig(recrawl_every=0))
+    assert order == ["/", *(f"/p{n}" for n in range(10)), "/"]
 
 
 def _sitemap_says(sim: Simulation, crawl_id: str, url: str, modified_at: int) -> None:
@@ -260,4 +271,39 @@ def test_a_sitemap_lastmod_after_the_last_fetch_brings_the_recrawl_forward(
     assert sim.fetched_urls("lm").count(page) == 3
     assert sim.total("lm", "recrawl_scheduled") == 2  # the seed and the page, each once
     assert sim.total("lm", "recrawls") == 2 + 1  # both at 24 h, and the page's early one
+    sim.close()
+
+
+def test_a_recrawl_leased_in_its_turn_is_not_met_again_in_the_same_release(
+    tmp_path: Path,
+) -> None:
+    """A release with room for more than its new pages: the turn leases the first recrawl, the
+    new pages follow, and the queue's scan, begun before, reaches that recrawl's old entry. It is
+    passed over, not taken for a stale entry and counted out of the host's queue a second time,
+    which would leave the host looking empty with a recrawl still queued. (The host was held by a
+    Retry-After while three recrawls came due and two pages waited to be retried, so the whole
+    window is free when the hold ends.)"""
+
+    def held_once(request: FetchRequest, attempt: int) -> dict[str, Any] | None:
+        if request.url in (f"{A}/p0", f"{A}/p1") and attempt == 1:
+            return {"kind": "retryable", "status": 500, "page_sent": False, "retry_after_ms": 8000}
+        return None
+
+    config = FrontierConfig(fetcher_host_concurrency=4, recrawl_every=2)
+    site = {f"{A}/": ["/p0", "/p1", "/q0", "/q1"]}
+    sim = Simulation(tmp_path, site=site, auto_fetch=False, script=held_once, config=config)
+    sim.start(_request(crawl_id="held", recrawl_interval_hours=0.001, politeness_delay_ms=0))
+    sim.run()
+    _answer(sim, f"{A}/")  # its four links leased at once (a window of four)
+    for page in ("/q0", "/q1", "/p0", "/p1"):  # /p0 and /p1: 500, Retry-After 8 s
+        _answer(sim, f"{A}{page}")
+    for _ in range(9):  # the three recrawls come due during the hold, then the hold ends
+        sim.clock.advance_ms(1_000)
+        sim.tick_all()
+        sim.run()
+    leased = sorted(f.url.removeprefix(A) for f in sim.held_fetches)
+    assert leased == ["/", "/p0", "/p1", "/q0"]  # the seed's turn, the retries, then /q0
+    [left] = sim.queue(0)
+    assert left.url == f"{A}/q1"
+    assert sim.handlers[0].memory[0].heap.queued.get("a.example") == 1
     sim.close()
