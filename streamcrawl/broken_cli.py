@@ -25,7 +25,7 @@ from typing import Any
 from schemas.exceptions import DecodeError
 from schemas.outcomes import FetchOutcome
 from schemas.serde import decode
-from streamcrawl.console import note, say
+from streamcrawl.console import counted, note, say
 from streamcrawl.deadletter_cli import Letter, read_letters
 from streamcrawl.graph_cli import GraphApiError, call_any, graph_api_addresses
 from streamcrawl.newest import Newest
@@ -182,9 +182,5 @@ def summary(broken: list[BrokenUrl], crawl_id: str) -> str:
     pages = {link["from_url"] for item in broken for link in item.linked_from}
     unlinked = sum(not item.linked_from for item in broken)
     tail = f"; {unlinked} with no page linking (seeds, sitemap entries)" if unlinked else ""
-    urls = _count(len(broken), "broken URL")
-    return f"{urls} in crawl {crawl_id}, linked from {_count(len(pages), 'page')}{tail}"
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
+    urls = counted(len(broken), "broken URL")
+    return f"{urls} in crawl {crawl_id}, linked from {counted(len(pages), 'page')}{tail}"

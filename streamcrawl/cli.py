@@ -23,6 +23,7 @@ from streamcrawl import (
     crawl_cli,
     crawllog_cli,
     deadletter_cli,
+    duplicates_cli,
     graph_cli,
     items_cli,
     page_cli,
@@ -161,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     items_cli.add_command(commands)
     crawllog_cli.add_command(commands)
     broken_cli.add_command(commands)
+    duplicates_cli.add_command(commands)
     return parser
 
 
