@@ -9,7 +9,8 @@ but:
 - short-cuts *simple* hrefs: up to their fragment (which canonicalisation drops), ASCII and made
   only of RFC 3986 path and query characters (unreserved, sub-delims, ``:``, ``@``, ``/``, ``?``),
   hence with no escape, backslash, whitespace or non-ASCII character, and whose resolved path has
-  no dot segment. Canonicalisation changes such an href only by resolving it and canonicalising
+  no dot segment and no ``;`` (a path parameter may be a session id, which canonicalisation
+  strips). Canonicalisation changes such an href only by resolving it and canonicalising
   its host and its query, so its canonical form is the canonical origin, the resolved path and
   the canonical query. Only the RFC 3986 resolution of these plain forms is done here; hosts and
   queries are canonicalised by ``canonical_url`` itself (on ``scheme://host/`` and
@@ -93,7 +94,7 @@ class LinkResolver:
             return _NOT_SIMPLE
         else:
             origin, path = self._origin, self._directory + reference if reference else self._path
-        if origin is None or origin == _NOT_SIMPLE or "/." in path:
+        if origin is None or origin == _NOT_SIMPLE or "/." in path or ";" in path:
             return origin if origin is None else _NOT_SIMPLE
         canonical_query = self._canonical_query(query) if query else ""
         if canonical_query is None:

@@ -25,6 +25,12 @@ links exercise (surrounding whitespace, backslashes, missing or extra slashes af
    percent-encoded. Dot segments are then removed from the path; an empty path becomes ``/``.
 6. Query parameters (split on ``&``) lose empty ones and tracking ones, matched on the lowercased
    name, and are sorted by name, stably, so repeated names keep their order. No query, no ``?``.
+   Session ids go too, whatever the tracking setting, as Heritrix's canonicalisation rules strip
+   them: a server that puts one in every link for a client without cookies would otherwise mint a
+   new URL for every page at every visit, a spider trap. They are the ``;jsessionid=`` path
+   parameter (Java servlets), the ``jsessionid``, ``phpsessid``, ``aspsessionid...``, ``cfid`` and
+   ``cftoken`` query parameters (any value), and ``sid``, ``sessionid`` and ``session_id`` when the
+   value looks random (16 or more letters and digits, not a short id that selects content).
 7. Inputs over :data:`MAX_INPUT_LENGTH` and results over :data:`MAX_URL_LENGTH` are refused.
 
 w3lib's ``canonicalize_url`` is not used: it sorts parameters by value too, decodes reserved
@@ -92,6 +98,12 @@ def tracking_params_from_setting(setting: str) -> frozenset[str]:
     return params
 
 
+_SESSION_PATH_PARAM = re.compile(r";jsessionid=[^/;]*", re.IGNORECASE)
+_SESSION_PARAMS = frozenset({"jsessionid", "phpsessid", "cfid", "cftoken"})
+_SESSION_PARAM_PREFIXES = ("aspsessionid",)
+_RANDOM_SESSION_PARAMS = frozenset({"sid", "sessionid", "session_id"})
+_RANDOM_VALUE = re.compile(r"[0-9A-Za-z]{16,}")
+
 # Click and campaign identifiers that never select content, only attribute the visit.
 DEFAULT_TRACKING_PARAMS: frozenset[str] = tracking_params_from_setting(
     "utm_*, gclid, gclsrc, dclid, gbraid, wbraid, fbclid, msclkid, mc_cid, mc_eid, _ga, _gl,"
@@ -116,7 +128,13 @@ def canonical_url(
     authority = _canonical_authority(parts.scheme, parts.authority)
     if authority is None:
         return None
-    path = _remove_dot_segments(_normalise_escapes(parts.path, _PATH_TOKEN)) if parts.path else "/"
+    path = (
+        _remove_dot_segments(
+            _SESSION_PATH_PARAM.sub("", _normalise_escapes(parts.path, _PATH_TOKEN))
+        )
+        if parts.path
+        else "/"
+    )
     query = _canonical_query(parts.query, tracking_params)
     result = (
         f"{parts.scheme}://{authority}{path}?{query}"
@@ -393,18 +411,29 @@ def _remove_dot_segments(path: str) -> str:
 
 
 def _canonical_query(query: str, tracking_params: frozenset[str]) -> str:
-    """Escapes normalised, empty and tracking parameters dropped, stably sorted by name."""
+    """Escapes normalised, empty, tracking and session parameters dropped, stably sorted by name."""
     if not query:
         return ""
     exact, prefixes = _tracking_rules(tracking_params)
     kept: list[tuple[str, str]] = []
     for param in _normalise_escapes(query, _QUERY_TOKEN).split("&"):
-        name = param.partition("=")[0]
+        name, _, value = param.partition("=")
         lowered = name.lower()
-        if param and lowered not in exact and not lowered.startswith(prefixes):
+        if (
+            param
+            and lowered not in exact
+            and not lowered.startswith(prefixes)
+            and not _is_session_param(lowered, value)
+        ):
             kept.append((name, param))
     kept.sort(key=lambda item: item[0])
     return "&".join(param for _, param in kept)
+
+
+def _is_session_param(lowered_name: str, value: str) -> bool:
+    if lowered_name in _SESSION_PARAMS or lowered_name.startswith(_SESSION_PARAM_PREFIXES):
+        return True
+    return lowered_name in _RANDOM_SESSION_PARAMS and _RANDOM_VALUE.fullmatch(value) is not None
 
 
 @functools.lru_cache(maxsize=32)

@@ -152,6 +152,30 @@ def test_query(raw: str, expected: str) -> None:
     assert canonical_url(raw) == expected
 
 
+@_table(
+    # Java servlets' path parameter, whatever its case and value (a jvmRoute suffix included).
+    ("http://shop.example/cart;jsessionid=0A1B2C3D4E.node1?x=1", "http://shop.example/cart?x=1"),
+    ("http://shop.example/a;JSESSIONID=abc/b;v=1", "http://shop.example/a/b;v=1"),
+    ("http://shop.example/;jsessionid=", "http://shop.example/"),
+    # Session parameters by name, any value, any case.
+    ("http://shop.example/?PHPSESSID=ab12&page=2", "http://shop.example/?page=2"),
+    ("http://shop.example/?jsessionid=1&ASPSESSIONIDQQGGQTRB=HKLM", "http://shop.example/"),
+    ("http://shop.example/?CFID=123&CFTOKEN=456-7&q=a", "http://shop.example/?q=a"),
+    # sid, sessionid, session_id only when the value looks random: a short id selects content.
+    ("http://shop.example/?sid=4f9c2d1e8a7b6c5d&p=1", "http://shop.example/?p=1"),
+    ("http://shop.example/?sessionid=AbCdEfGh12345678", "http://shop.example/"),
+    ("http://shop.example/?sid=12&section=3", "http://shop.example/?section=3&sid=12"),
+    ("http://shop.example/?session_id=short", "http://shop.example/?session_id=short"),
+    # Not session ids: other path parameters, names that merely contain one.
+    ("http://shop.example/doc;version=2", "http://shop.example/doc;version=2"),
+    ("http://shop.example/?mysid=4f9c2d1e8a7b6c5d", "http://shop.example/?mysid=4f9c2d1e8a7b6c5d"),
+)
+def test_session_ids_are_stripped(raw: str, expected: str) -> None:
+    """A server that puts a session id in every link for a client without cookies mints a new
+    URL for every page at every visit (a spider trap); Heritrix strips them the same way."""
+    assert canonical_url(raw) == expected
+
+
 @pytest.mark.parametrize(
     "raw",
     [

@@ -18,6 +18,7 @@ BASES = [
     "https://EXAMPLE.com:443/a/../b/c?z=1&a=2",
     "http://xn--bcher-kva.example/d/",
     "https://bücher.example/x",
+    "https://shop.example/cart;jsessionid=0A1B2C/item?PHPSESSID=f00",
     "not a url",
 ]
 
@@ -30,6 +31,7 @@ _PIECES = st.sampled_from(
         *("1.2.3.4", "0x7f.1", "user:pw@", ":80", ":443", ":8080", ":0", ":99999"),
         *("#", "#frag", "\\", " ", "\t", "\n", "é", "\u200b", "-", "_", "!", "$", "'", "(", "*"),
         *("+", ",", ";", "[", "]", "/./", "/../", "index.html", "?page=2", "?q=a b"),
+        *(";jsessionid=A1", ";JSessionID=", "jsessionid=x", "phpsessid=1", "sid=0123456789abcdef"),
     ]
 )
 _HREFS = st.one_of(st.lists(_PIECES, max_size=8).map("".join), st.text(max_size=20))
@@ -52,6 +54,9 @@ _HREFS = st.one_of(st.lists(_PIECES, max_size=8).map("".join), st.text(max_size=
         "../up/./here",
         "mailto:someone@example.com",
         "a:b",
+        "/shop;jsessionid=0A1B2C3D?x=1",
+        "item;jsessionid=0A1B2C3D",
+        "?PHPSESSID=abc&page=2",
     ],
 )
 @pytest.mark.parametrize("base", BASES)
