@@ -38,9 +38,9 @@ Choices, beyond the seed document:
   target and its edge has type REDIRECT (an ``<a>`` to the same target, the usual "click here if
   nothing happens", lends it its anchor text and place). A longer delay is a page that changes
   after a while, not a redirect, and a refresh to the page itself a reload: neither is one.
-- **Feeds**: the ``<link rel=alternate>`` of an RSS or Atom type (at most :data:`MAX_FEEDS`),
-  resolved against the base, in ``feeds``; they are no edges (a head link is not a link a reader
-  follows), and only a crawl with ``use_feeds`` discovers them.
+- **Feeds**: the ``<link rel=alternate>`` of an RSS, Atom or JSON Feed type (at most
+  :data:`MAX_FEEDS`), resolved against the base, in ``feeds``; they are no edges (a head link is
+  not a link a reader follows), and only a crawl with ``use_feeds`` discovers them.
 """
 
 from __future__ import annotations
@@ -71,7 +71,10 @@ from schemas.links import LinkEdge, LinkType
 DEFAULT_MAX_LINKS = 10_000
 DEFAULT_MAX_REFRESH_DELAY_S = 100
 MAX_FEEDS = 16
-FEED_LINK_TYPES = frozenset({"application/rss+xml", "application/atom+xml", "application/rdf+xml"})
+FEED_LINK_TYPES = frozenset(
+    {"application/rss+xml", "application/atom+xml", "application/rdf+xml", "application/feed+json"}
+)
+"""Not ``application/json``: WordPress announces its REST API so on every page."""
 MAX_ANCHOR_CHARS = 500
 CONTEXT_CHARS = 50
 MAX_TITLE_CHARS = 1000

@@ -21,9 +21,10 @@ What is parsed: HTML (``text/html``, ``application/xhtml+xml``, or no Content-Ty
 look) when the status is 2xx (any status with ``parse_error_pages``); sitemaps and feeds (XML, RSS,
 Atom or gzip content types, or a ``.xml``/``.xml.gz`` path or a sitemap or feed root element with
 no telling content type), whose ``<loc>`` URLs (a feed's item links) become DiscoveredUrls with
-their priority and time and no edges (`parser.sitemaps`). Anything else passes through with an
-empty PageLinks and a report of zero. A body the fetcher cut at its limit is parsed as far as it
-goes.
+their priority and time and no edges (`parser.sitemaps`); JSON Feeds (``application/feed+json``,
+or JSON that names the jsonfeed.org version) likewise (`parser.jsonfeed`). Anything else passes
+through with an empty PageLinks and a report of zero. A body the fetcher cut at its limit is parsed
+as far as it goes.
 
 What is discovered: every edge's target except the page itself, and except, unless the crawl has
 ``follow_nofollow``, links with rel nofollow, ugc or sponsored (all three ask crawlers not to
@@ -66,6 +67,7 @@ from parser.extract import (
     is_nofollow,
 )
 from parser.items import ItemFields
+from parser.jsonfeed import looks_like_json_feed, parse_json_feed
 from parser.settings import ParserSettings
 from parser.sitemaps import Sitemap, SitemapEntry, is_gzip, parse_sitemap
 from schemas import items as items_topic
@@ -85,11 +87,13 @@ T = TypeVar("T")
 ParseStatus = Literal[
     "html", "sitemap", "feed", "skipped", "undecodable", "failed", "invalid_page", "revisit"
 ]
-BodyKind = Literal["html", "sitemap", "other"]
-"""Which parser reads a body: `parser.extract`, `parser.sitemaps` (sitemaps and feeds), none."""
+BodyKind = Literal["html", "sitemap", "jsonfeed", "other"]
+"""Which parser reads a body: `parser.extract`, `parser.sitemaps` (sitemaps and XML feeds),
+`parser.jsonfeed`, none."""
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-_SITEMAP_TYPES = frozenset(SITEMAP_MEDIA_TYPES) | frozenset(FEED_MEDIA_TYPES)
+_JSON_TYPES = frozenset({"application/feed+json", "application/json"})
+_SITEMAP_TYPES = (frozenset(SITEMAP_MEDIA_TYPES) | frozenset(FEED_MEDIA_TYPES)) - _JSON_TYPES
 _UNTELLING_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
 _SITEMAP_SUFFIXES = (".xml", ".xml.gz")
 _SITEMAP_ROOT = re.compile(rb"<(?:[A-Za-z][\w.-]*:)?(?:urlset|sitemapindex|rss|RDF|feed)[\s>]")
@@ -161,7 +165,13 @@ class PageParser:
             return output.result("skipped")
         try:
             if kind == "sitemap":
-                return self._sitemap(output, body)
+                sitemap = self._parse_sitemap(output, body)
+                return self._listing(output, sitemap, "feed" if sitemap.is_feed else "sitemap")
+            if kind == "jsonfeed":
+                max_urls = self.settings.max_sitemap_urls
+                return self._listing(
+                    output, parse_json_feed(body, output.from_url, max_urls=max_urls), "feed"
+                )
             return self._html(output, body)
         except Exception as error:  # mapped to a "failed" result: the page is still reported
             return output.result("failed", error=f"{type(error).__name__}: {error}", failure=error)
@@ -206,19 +216,21 @@ class PageParser:
             extract=extract,
         )
 
-    def _sitemap(self, output: _Output, body: bytes) -> ParseResult:
-        sitemap = parse_sitemap(
+    def _parse_sitemap(self, output: _Output, body: bytes) -> Sitemap:
+        return parse_sitemap(
             body,
             output.from_url,
             max_bytes=self.settings.max_sitemap_bytes,
             max_urls=self.settings.max_sitemap_urls,
         )
+
+    def _listing(self, output: _Output, sitemap: Sitemap, status: ParseStatus) -> ParseResult:
+        """A sitemap's or a feed's entries as DiscoveredUrls, one link deeper, without edges."""
         targets: list[tuple[str, _UrlItem]] = [
             (canonical_host_key(entry.url), _sitemap_item(entry))
             for entry in sitemap.entries
             if entry.url != output.from_url
         ]
-        status: ParseStatus = "feed" if sitemap.is_feed else "sitemap"
         return output.result(status, targets=targets, error=sitemap.error, sitemap=sitemap)
 
 
@@ -254,6 +266,11 @@ def body_kind(page: FetchedPage, url: str, body: bytes) -> BodyKind:
         return "html"
     if media in _SITEMAP_TYPES:
         return "sitemap"
+    if media in _JSON_TYPES or media in _UNTELLING_TYPES:
+        if media == "application/feed+json" or looks_like_json_feed(body[:_SNIFF_BYTES]):
+            return "jsonfeed"
+        if media in _JSON_TYPES:
+            return "other"
     if media not in _UNTELLING_TYPES:
         return "other"
     if url.partition("?")[0].lower().endswith(_SITEMAP_SUFFIXES) or is_gzip(body):

@@ -52,8 +52,8 @@ from schemas.canonical import canonical_url
 MAX_DECOMPRESSED_BYTES = 50 * 1024 * 1024
 MAX_URLS = 50_000
 
-SitemapKind = Literal["urlset", "sitemapindex", "rss", "atom", "unknown"]
-FEED_KINDS = frozenset({"rss", "atom"})
+SitemapKind = Literal["urlset", "sitemapindex", "rss", "atom", "jsonfeed", "unknown"]
+FEED_KINDS = frozenset({"rss", "atom", "jsonfeed"})
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK_BYTES = 256 * 1024

@@ -55,10 +55,13 @@ FEED_MEDIA_TYPES = (
     "application/rss+xml",
     "application/atom+xml",
     "application/rdf+xml",
+    "application/feed+json",
     "application/xml",
     "text/xml",
+    "application/json",
 )
-"""The media types news feeds are served as: their own, and plain XML (common for RSS)."""
+"""The media types news feeds are served as: their own, and plain XML or JSON (common for RSS and
+JSON Feed)."""
 
 
 def looks_like_sitemap(url: str) -> bool:

@@ -11,6 +11,7 @@ import pytest
 
 from parser.extract import MAX_FEEDS, extract_page
 from parser.handler import PageParser, ParseResult
+from parser.jsonfeed import parse_json_feed
 from parser.sitemaps import parse_sitemap, pubdate_ms
 from schemas.seeds import CrawlRequest, fetched_content_types
 from schemas.urls import DiscoveredUrls
@@ -209,3 +210,75 @@ def test_fetched_at_is_the_discovery_time_of_feed_items() -> None:
     assert message.discovered_at == FETCHED_AT and message.source_url == (
         "https://news.example/section/"
     )
+
+
+JSON_FEED = b"""{
+  "version": "https://jsonfeed.org/version/1.1",
+  "title": "News",
+  "home_page_url": "https://news.example/",
+  "items": [
+    {"id": "1", "url": "/2026/12/one", "date_published": "2026-12-01T10:00:00Z",
+     "date_modified": "2026-12-07T09:30:00+01:00"},
+    {"id": "2", "external_url": "https://elsewhere.example/story",
+     "date_published": "2026-12-06T08:00:00Z"},
+    {"id": "3", "content_text": "no page"},
+    {"id": "4", "url": "https://news.example/2026/12/one"},
+    "not an item"
+  ]
+}"""
+
+
+def test_a_json_feed_lists_its_items_pages_with_their_dates() -> None:
+    feed = parse_json_feed(JSON_FEED, FEED_URL)
+    assert (feed.kind, feed.is_feed, feed.error) == ("jsonfeed", True, None)
+    assert [(entry.url, entry.modified_at) for entry in feed.entries] == [
+        ("https://news.example/2026/12/one", ms(2026, 12, 7, 8, 30)),
+        ("https://elsewhere.example/story", ms(2026, 12, 6, 8)),
+    ]
+    assert (feed.invalid_urls, feed.duplicates) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b"{not json", "not JSON"),
+        (b'{"items": []}', "not a JSON Feed: no jsonfeed.org version"),
+        (b'{"version": "https://jsonfeed.org/version/1"}', "not a JSON Feed: no items list"),
+        (b"[1, 2]", "not a JSON Feed: no jsonfeed.org version"),
+        (b"[" * 100_000, "not JSON"),  # nested too deep for the parser
+    ],
+)
+def test_what_is_no_json_feed_says_why(body: bytes, error: str) -> None:
+    feed = parse_json_feed(body, FEED_URL)
+    assert feed.entries == [] and (feed.error or "").startswith(error)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("application/feed+json", "feed"),
+        ("application/json; charset=utf-8", "feed"),  # its version names it
+        ("", "feed"),
+    ],
+)
+def test_a_json_feed_body_is_parsed_as_one(content_type: str, status: str) -> None:
+    result = parse(JSON_FEED, headers={"Content-Type": content_type} if content_type else {})
+    assert result.status == status
+    assert discovered(result) == {
+        "https://news.example/2026/12/one": 2,
+        "https://elsewhere.example/story": 2,
+    }
+
+
+def test_other_json_is_not_parsed() -> None:
+    api = b'{"id": 12, "link": "https://news.example/?p=12"}'
+    assert parse(api, headers={"Content-Type": "application/json"}).status == "skipped"
+
+
+def test_a_page_announces_a_json_feed_but_not_its_json_api() -> None:
+    head = (
+        '<link rel="alternate" type="application/feed+json" href="/feed.json">'
+        '<link rel="alternate" type="application/json" href="/wp-json/wp/v2/pages/12">'
+    )
+    extract = extract_page("https://news.example/", {}, head, discovered_at=1)
+    assert extract.feeds == ("https://news.example/feed.json",)
