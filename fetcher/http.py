@@ -20,11 +20,12 @@ decompression, and parser limits on the status line, each header and their numbe
 4. maps 304 to ``unchanged``, other 3xx to ``redirect`` with the Location resolved against the URL
    and canonicalised (never followed: the frontier admits the target so scope, robots and
    politeness apply to it), and failures through `fetcher.errors`;
-5. reads a 2xx body only when its content type is accepted, decoding as it streams into one
-   buffer and stopping at ``max_body_bytes`` decoded or ``max_wire_bytes`` read (``truncated`` is
-   recorded), so neither a 2 GB body nor a decompression bomb is ever held in memory: the buffer
-   never exceeds the cap, becomes the result's body without a copy, and beside it a fetch holds
-   only aiohttp's read buffer and one decoder call's output (`fetcher.decoding`);
+5. for a link only checked (``check_only``), stops at a 2xx's headers: done, no body, no page;
+   otherwise reads a 2xx body only when its content type is accepted, decoding as it streams into
+   one buffer and stopping at ``max_body_bytes`` decoded or ``max_wire_bytes`` read
+   (``truncated`` is recorded), so neither a 2 GB body nor a decompression bomb is ever held in
+   memory: the buffer never exceeds the cap, becomes the result's body without a copy, and beside
+   it a fetch holds only aiohttp's read buffer and one decoder call's output (`fetcher.decoding`);
 6. reports a body whose sha256 equals the request's ``content_hash`` as ``unchanged``.
 """
 
@@ -340,6 +341,9 @@ async def _read_response(
             _fail(draft, failure)
             return
     draft.content_type = _media_type(headers.get("content-type"))
+    if target.check_only:
+        draft.kind = "done"  # the link works; its body is not the crawl's (no page is sent)
+        return
     if not accepts(draft.content_type, target.content_types):
         _fail(draft, permanent(Reason.CONTENT_TYPE, draft.content_type or ""))
         return

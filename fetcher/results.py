@@ -46,6 +46,8 @@ class FetchTarget:
     """The crawl's own request headers, sent with the fetcher's."""
     cookie_jar: str | None = None
     """The crawl whose cookies the fetch sends and keeps (`fetcher.cookies`); None: no cookies."""
+    check_only: bool = False
+    """Only the status is wanted: a 2xx is done once its headers arrive, its body never read."""
     on_sent: SentHook | None = field(default=None, compare=False, repr=False)
     """Called when the request's headers have been written (never when it got no further)."""
 
@@ -60,6 +62,7 @@ class FetchTarget:
             deadline_ms=request.deadline,
             headers=request.headers,
             cookie_jar=request.crawl_id if request.use_cookies else None,
+            check_only=request.check_only,
             on_sent=on_sent,
         )
 

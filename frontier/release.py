@@ -60,6 +60,7 @@ from frontier.records import (
 )
 from frontier.recrawl import is_recrawl
 from frontier.retry import normal_window
+from frontier.scope import in_domain
 from frontier.session import PartitionSession
 from schemas.canonical import url_fingerprint
 from schemas.crawls import CrawlState
@@ -254,6 +255,13 @@ class _Release:
             heapq.heappush(self._heads, (release_order(entry[0]), index))
 
 
+def _checked_only(session: PartitionSession, crawl: CrawlState, host: str) -> bool:
+    """Whether a URL of ``host`` is only a link to check: outside the domains of a crawl with
+    ``check_external`` (`frontier.scope`)."""
+    request = crawl.request
+    return request.check_external and not in_domain(session.services.scope_rules(crawl), host)
+
+
 def _is_recrawl_key(key: bytes) -> bool:
     return release_order(key).startswith(RECRAWL_PRIORITY_BYTES)
 
@@ -352,6 +360,7 @@ def lease(
         follow_nofollow=request.follow_nofollow,
         use_feeds=request.use_feeds,
         use_cookies=request.use_cookies,
+        check_only=_checked_only(session, crawl, host),
         etag=entry.etag,
         last_modified=entry.last_modified,
         content_hash=entry.content_hash,

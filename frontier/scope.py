@@ -8,7 +8,10 @@ filter order, so a URL failing several rules reports the first, then this projec
 2. ``domain``: ``same_domain="host"`` wants the URL's host key (host plus any non-default port, as
    seed 000 compares ``netloc``) to equal a seed's; ``"registered_domain"`` wants its registrable
    domain (public suffix plus one label) to equal a seed's; ``"any"`` checks nothing. A non-empty
-   ``domain_whitelist`` additionally admits hosts equal to or under a listed domain.
+   ``domain_whitelist`` additionally admits hosts equal to or under a listed domain. A crawl with
+   ``check_external`` admits the other hosts too, as links to check (their status only, never
+   followed, `frontier.release`), and the include pattern, which draws the crawl's own part of
+   its sites, does not apply to them; every other rule does.
 3. ``include``: ``include_pattern`` must match somewhere in the URL (``re.search``).
 4. ``exclude``: ``exclude_pattern`` must not match.
 5. ``depth``: depth above ``max_depth`` (unless it is -1, unlimited).
@@ -97,6 +100,8 @@ class ScopeRules:
     max_pages_per_host: int
     scope_score_threshold: float | None
     trap_limits: TrapLimits = field(default=DEFAULT_TRAP_LIMITS)
+    check_external: bool = False
+    """Hosts outside the domains are admitted as links to check (see the module docstring)."""
 
     @classmethod
     def from_request(
@@ -114,6 +119,7 @@ class ScopeRules:
             max_pages_per_host=request.max_pages_per_host,
             scope_score_threshold=request.scope_score_threshold,
             trap_limits=trap_limits,
+            check_external=request.check_external,
         )
 
 
@@ -167,9 +173,13 @@ def decide_new(
 ) -> RejectReason | None:
     """:func:`decide` for a URL not visited, its host's rules evaluated already: the first rule
     broken, in the module docstring's order, or None to admit."""
-    if not scope.in_domain:
+    if not scope.in_domain and not rules.check_external:
         return "domain"
-    if rules.include is not None and rules.include.search(canonical_url) is None:
+    if (
+        scope.in_domain
+        and rules.include is not None
+        and rules.include.search(canonical_url) is None
+    ):
         return "include"
     if rules.exclude is not None and rules.exclude.search(canonical_url) is not None:
         return "exclude"

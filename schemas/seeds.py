@@ -246,6 +246,10 @@ class CrawlRequest(InboundModel):
     """Follow the RSS and Atom feeds pages announce (``<link rel=alternate>``) to their items, as
     StormCrawler's feed parser does; feeds given as seeds are read whatever this says, when the
     content types keep them."""
+    check_external: bool = False
+    """Fetch the links that leave the crawl's domains too, once each, for their status only:
+    their bodies are not read, stored or parsed, so nothing beyond them is crawled. Broken
+    outbound links then show in `streamcrawl broken`, as a link checker reports them."""
     use_cookies: bool = False
     """Send back the cookies sites set, per host, as Scrapy and Heritrix do (`fetcher.cookies`):
     for sites that set one and redirect to the same page. Off by default, as in StormCrawler and

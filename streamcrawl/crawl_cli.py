@@ -229,6 +229,12 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         "--ignore-robots", action="store_true", help="fetch what robots.txt disallows"
     )
     fetching.add_argument(
+        "--check-external",
+        action="store_true",
+        help="fetch the links to other domains for their status only (never read or followed): "
+        "broken outbound links show in streamcrawl broken",
+    )
+    fetching.add_argument(
         "--cookies",
         action="store_true",
         help="send back the cookies each host set (for sites that set one and redirect to "
@@ -358,6 +364,7 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         "use_sitemaps": args.sitemaps,
         "use_feeds": args.feeds,
         "use_cookies": args.cookies,
+        "check_external": args.check_external,
         "follow_nofollow": args.follow_nofollow,
         "recrawl_adaptive": args.recrawl_adaptive,
     }

@@ -70,3 +70,52 @@ def test_broken_lists_dead_urls_with_the_pages_linking_to_them(
     assert (item["url"], item["status"], item["reason"]) == (gone, 404, "permanent")
     assert len(item["linked_from"]) == 1 and item["more_links"] is True
     assert "no broken links in crawl other" in deployment.cli("broken", "other").stderr
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[LocalSite]:
+    local = LocalSite(
+        {
+            "/robots.txt": (200, {}, b"User-agent: *\n"),
+            "/fine": page({"/beyond": "beyond"}),
+            "/beyond": page({}),
+        }
+    ).start()
+    yield local
+    local.stop()
+
+
+def test_check_external_fetches_outbound_links_for_their_status_only(
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    site: LocalSite,
+    elsewhere: LocalSite,
+    started: list[ServiceProcess],
+) -> None:
+    """Another host (another port) is another domain under ``same_domain="host"``: its links are
+    fetched once for their status, never parsed, so what they link to stays unfetched; the one
+    that answers 404 is a broken link like any other."""
+    site.routes["/"] = page(
+        {elsewhere.url("/fine"): "a partner", elsewhere.url("/retired"): "an old partner"}
+    )
+    request = CrawlRequest(
+        crawl_id="outbound", seeds=[site.url("/")], check_external=True, politeness_delay_ms=0
+    )
+    deployment = crawl_to_the_end(kafka_bootstrap, tmp_path, started, request)
+    assert sorted(elsewhere.paths()) == ["/fine", "/retired", "/robots.txt"]
+
+    started.append(deployment.start("linkgraph", tmp_path / "logs"))
+    retired = elsewhere.url("/retired")
+
+    def graph_has_the_link() -> bool:
+        answer = deployment.cli("graph", "in", retired, "--json")
+        return answer.returncode == 0 and len(json.loads(answer.stdout)["edges"]) == 1
+
+    wait_for(graph_has_the_link, 120, "the link graph holding the link to /retired")
+    listed = deployment.cli("broken", "outbound")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == [
+        f"404     {retired}  (permanent)",
+        # INTERNAL: the link type compares registered domains, and both sites are 127.0.0.1.
+        f"        <- {site.url('/')}  'an old partner'  [INTERNAL]",
+    ]

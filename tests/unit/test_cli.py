@@ -25,6 +25,7 @@ FLAGS = {
     "use_sitemaps": "--sitemaps",
     "use_feeds": "--feeds",
     "use_cookies": "--cookies",
+    "check_external": "--check-external",
     "follow_nofollow": "--follow-nofollow",
 }
 """Fields set by a flag rather than a value."""
@@ -86,6 +87,7 @@ def test_every_option_reaches_its_field() -> None:
         "--sitemaps",
         "--feeds",
         "--cookies",
+        "--check-external",
         "--max-links=5000",
         "--max-pages-per-host=200",
         "--max-duration-s=1.5",
@@ -131,6 +133,7 @@ def test_every_option_reaches_its_field() -> None:
         "use_sitemaps": True,
         "use_feeds": True,
         "use_cookies": True,
+        "check_external": True,
         "priority": "novelty",
         "follow_nofollow": True,
         "max_redirects": 2,

@@ -341,3 +341,33 @@ async def test_one_capped_fetch_holds_about_one_body(
             tracemalloc.stop()
     assert (result.truncated, len(result.body)) == (True, MAX_BODY_BYTES)
     assert peak < 1.5 * MAX_BODY_BYTES, f"{peak / MAX_BODY_BYTES:.2f} bodies"
+
+
+async def test_a_link_only_checked_is_done_at_its_headers_whatever_follows(
+    sessions: Sessions, clock: FakeClock
+) -> None:
+    """`check_only` (a link outside the crawl's domains): a 2xx is done once its headers are in;
+    the endless body behind them is never read, and no page goes out."""
+    sent = [0]
+    chunk = b"x" * 65536
+
+    async def endless() -> AsyncIterator[bytes]:
+        for _ in range(2 * 1024 * MIB // len(chunk)):
+            sent[0] += len(chunk)
+            yield chunk
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = {"Transfer-Encoding": "chunked", "Content-Type": "application/pdf"}
+        writer.write(response_head(headers=head))
+        await send_chunked(writer, endless())
+
+    session = await sessions.open()
+    async with raw_server(handler) as server:
+        request = _request_for(server, clock).model_copy(update={"check_only": True})
+        result = await fetch(session, FetchTarget.from_request(request), FAST_LIMITS, clock)
+    assert (result.kind, result.status, result.sha256, len(result.body)) == ("done", 200, None, 0)
+    assert result.content_type == "application/pdf"  # any type: only the status was wanted
+    assert sent[0] < 64 * MIB
+    assert result.page_fields(request) is None
+    outcome = result.outcome(request, page_sent=False)
+    assert (outcome.kind, outcome.status, outcome.content_hash) == ("done", 200, None)

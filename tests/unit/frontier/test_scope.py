@@ -113,6 +113,20 @@ def test_whitelist_admits_listed_domains_and_their_subdomains_in_addition() -> N
         assert not in_domain(rules, host), host
 
 
+def test_check_external_admits_other_hosts_as_links_to_check() -> None:
+    """Other domains are admitted; the include pattern draws the crawl's own part of its sites
+    and does not apply to them; exclude, depth and the traps do."""
+    rules = rules_for(
+        "https://example.com/", check_external=True, include_pattern="/docs/", max_depth=2
+    )
+    assert admit(rules, "https://elsewhere.net/page", "elsewhere.net").admitted
+    assert admit(rules, "https://example.com/blog/", "example.com").reason == "include"
+    assert admit(rules, "https://elsewhere.net/page", "elsewhere.net", depth=3).reason == "depth"
+    excluding = rules_for("https://example.com/", check_external=True, exclude_pattern="share")
+    assert admit(excluding, "https://social.net/share?u=1", "social.net").reason == "exclude"
+    assert admit(rules_for("https://example.com/"), "https://x.net/", "x.net").reason == "domain"
+
+
 def test_unlimited_depth_and_host_budget() -> None:
     rules = rules_for("https://example.com/", max_depth=-1, max_pages_per_host=2)
     assert admit(rules, "https://example.com/x", "example.com", 10_000, host_page_count=1).admitted
