@@ -385,6 +385,8 @@ class Dispatcher:
         finally:
             metrics.attempt_ended()
         metrics.record(result, result.kind)
+        if request.use_cookies:
+            metrics.TALLIES.cookie_jars = len(self._session.cookies)
         self._politeness.release(
             grant,
             status=result.status,

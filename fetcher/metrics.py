@@ -73,6 +73,7 @@ class LoopTallies(Collector):
         """Fetch attempts by (status class, outcome)."""
         self.response_bytes = 0
         self.in_flight = 0
+        self.cookie_jars = 0
         self.request_duration = LoopHistogram(
             "streamcrawl_fetcher_request_duration_seconds",
             "Time of one fetch attempt, connect to last body byte",
@@ -100,6 +101,11 @@ class LoopTallies(Collector):
         )
         yield GaugeMetricFamily(
             "streamcrawl_fetcher_requests_in_flight", "Fetch attempts under way", self.in_flight
+        )
+        yield GaugeMetricFamily(
+            "streamcrawl_fetcher_cookie_jars",
+            "Cookie jars kept for crawls with cookies, one per crawl and host (bounded)",
+            self.cookie_jars,
         )
         yield self.request_duration.family()
         yield self.politeness_wait.family()

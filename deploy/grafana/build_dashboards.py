@@ -220,8 +220,11 @@ def fetcher_row() -> list[Panel]:
             "Bps",
         ),
         timeseries(
-            "Requests in flight",
-            [target("sum(streamcrawl_fetcher_requests_in_flight)", "in flight")],
+            "Requests in flight and cookie jars",
+            [
+                target("sum(streamcrawl_fetcher_requests_in_flight)", "in flight"),
+                target("sum(streamcrawl_fetcher_cookie_jars)", "cookie jars (--cookies)"),
+            ],
         ),
         timeseries(
             "Robots denials, unreachable robots.txt, blocked addresses, proxy errors and expired "

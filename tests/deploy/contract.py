@@ -73,6 +73,7 @@ SERVICE: dict[str, list[Family]] = {
         _family("streamcrawl_fetcher_proxy_errors_total", "counter"),
         _family("streamcrawl_fetcher_leases_expired_total", "counter"),
         _family("streamcrawl_fetcher_requests_in_flight", "gauge"),
+        _family("streamcrawl_fetcher_cookie_jars", "gauge"),
         _family("streamcrawl_fetcher_politeness_wait_seconds", "histogram"),
     ],
     "parser": [

@@ -37,6 +37,7 @@ NAMES = (
     "streamcrawl_fetcher_proxy_errors_total",
     "streamcrawl_fetcher_leases_expired_total",
     "streamcrawl_fetcher_requests_in_flight",
+    "streamcrawl_fetcher_cookie_jars",
     "streamcrawl_fetcher_politeness_wait_seconds_count",
 )
 
