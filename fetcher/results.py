@@ -168,7 +168,7 @@ class FetchResult:
         """:meth:`outcome` as the fields `fetcher.wire` writes (the service's path)."""
         retry_after = self.retry_after_s
         failure = self.failure
-        return {
+        fields: OutcomeFields = {
             "v": SCHEMA_VERSION,
             "crawl_id": request.crawl_id,
             "url": request.url,
@@ -192,6 +192,11 @@ class FetchResult:
             "fetched_at": self.fetched_at_ms,
             "elapsed_ms": round(self.elapsed_s * 1000),
         }
+        if self.content_type:
+            fields["content_type"] = self.content_type
+        if self.sha256 is not None:
+            fields["body_size"] = len(self.body)
+        return fields
 
 
 def robots_denied_outcome(

@@ -82,6 +82,10 @@ class OutcomeFields(TypedDict):
     content_hash: str | None
     fetched_at: int
     elapsed_ms: int
+    content_type: NotRequired[str]
+    """Only when the response had one (the model leaves out None)."""
+    body_size: NotRequired[int]
+    """Only when a body was read (the model leaves out None)."""
 
 
 def page_envelope(page: PageFields, body: bytes | bytearray) -> bytes:

@@ -55,6 +55,12 @@ class FetchOutcome(InternalModel):
     content_hash: str | None = None
     fetched_at: EpochMillis
     elapsed_ms: Annotated[int, Field(ge=0)] = 0
+    content_type: str | None = Field(default=None, exclude_if=lambda media: media is None)
+    """The response's media type, when it had one (`streamcrawl log`'s mimetype column)."""
+    body_size: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, exclude_if=lambda size: size is None
+    )
+    """Body bytes kept (decoded, after any cut), when a body was read."""
 
 
 def outcome_label(outcome: FetchOutcome) -> str:

@@ -56,9 +56,8 @@ def site() -> Iterator[LocalSite]:
 def test_a_chain_of_max_redirects_is_followed_and_a_longer_one_is_dead(
     kafka_bootstrap: str, tmp_path: Path, site: LocalSite, started: list[ServiceProcess]
 ) -> None:
-    request = CrawlRequest(
-        crawl_id="chains", seeds=[site.url("/")], max_redirects=2, politeness_delay_ms=0
-    )
+    seeds = [site.url("/"), site.url("/two-1"), site.url("/three-1")]
+    request = CrawlRequest(crawl_id="chains", seeds=seeds, max_redirects=2, politeness_delay_ms=0)
     deployment = crawl_to_the_end(kafka_bootstrap, tmp_path, started, request)
 
     fetched = site.paths()
@@ -70,6 +69,20 @@ def test_a_chain_of_max_redirects_is_followed_and_a_longer_one_is_dead(
     assert [(letter["url"], letter["error"].split(":")[0]) for letter in dead] == [
         (site.url("/three-3"), "too_many_redirects")
     ]
+
+    report = deployment.cli("log", "chains", "--seeds")
+    assert report.returncode == 0, report.stderr
+    assert report.stdout.splitlines() == [
+        f"      200  {site.url('/')}",
+        f"      301  {site.url('/two-1')}  -> {site.url('/two-end')} (200)",
+        f"      301  {site.url('/three-1')}  -> {site.url('/three-end')} (not fetched)",
+        "3 seeds: 3 fetched",
+    ]
+    kinds = deployment.cli("log", "chains", "--mimetypes")
+    assert kinds.returncode == 0, kinds.stderr
+    rows = {row.split()[0]: row.split()[1:] for row in kinds.stdout.splitlines()[1:]}
+    assert rows["text/html"][0] == "2" and int(rows["text/html"][1]) > 0  # / and /two-end
+    assert rows["-"] == ["5", "0"]  # the redirects: no body
 
 
 def refreshing(path: str, links: list[str]) -> tuple[int, dict[str, str], bytes]:
