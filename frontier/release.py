@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from typing import Literal
 
 from frontier import crawlstate
 from frontier.budget import depth_ordered, may_lease_depth
@@ -118,6 +119,7 @@ def release_host(session: PartitionSession, host: str) -> None:
 
 Entry = tuple[bytes, bytes]
 """A queue entry: its key and its `QueuedUrl` bytes."""
+TryLease = Literal["leased", "stale", "blocked"]
 
 
 def _crawl_queues(session: PartitionSession, host: str) -> Iterator[tuple[str, Iterator[Entry]]]:
@@ -190,16 +192,19 @@ class _Release:
             if not recrawl and self._recrawl_turn_taken():
                 heapq.heappush(self._heads, (release_order(key), index))
                 continue
-            if self._try_lease(crawl, key, raw):
+            result = self._try_lease(crawl, key, raw)
+            if result == "blocked":
+                continue  # the crawl leaves the merge, its head in place
+            if result == "leased":
                 if recrawl:
                     state.new_since_recrawl = 0
                 elif crawl.request.recrawl_interval_hours is not None:
                     state.new_since_recrawl += 1
-                self._advance(index)
+            self._advance(index)
 
-    def _try_lease(self, crawl: CrawlState, key: bytes, raw: bytes) -> bool:
-        """Lease one queued entry if it may be; whether it left the queue (leased, or found to
-        be stale and deleted). An entry a crawl may not lease now stays."""
+    def _try_lease(self, crawl: CrawlState, key: bytes, raw: bytes) -> TryLease:
+        """Lease one queued entry if it may be: ``leased``; ``stale`` when the entry was left
+        behind (deleted now); ``blocked`` when its crawl may not lease it now (it stays)."""
         session = self.session
         self.looked_at += 1
         entry = QueuedUrl.decode(raw)
@@ -209,12 +214,12 @@ class _Release:
             # Purged, or left behind by a crash: the URL is elsewhere (leased, moved, done).
             session.table(QUEUE).delete(key)
             session.dequeued(self.host)
-            return True
+            return "stale"
         if not _may_lease(session, crawl, entry, visited):
-            return False
+            return "blocked"
         lease(session, crawl, key, entry, fingerprint, visited)
         self.progressed = True
-        return True
+        return "leased"
 
     def _recrawl_turn_taken(self) -> bool:
         """On the host's recrawl turn, lease the first due recrawl of its recrawling crawls;
@@ -236,7 +241,7 @@ class _Release:
         if first is None:
             return False
         _, crawl, (key, raw) = first
-        if not self._try_lease(crawl, key, raw):
+        if self._try_lease(crawl, key, raw) == "blocked":
             return False
         self._turns_taken.add(key)
         return True
