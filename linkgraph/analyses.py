@@ -10,6 +10,10 @@
 - **Orphans**: crawled pages with no internal in-link (from another page of the same registered
   domain, any link type), seeds excepted: pages that exist but that navigation does not reach.
 - **Important pages**: PageRank above mean + 2 standard deviations.
+- **Click paths**: a shortest path of links (every type, redirects included) from the seeds to
+  each page, breadth first over the whole graph: how many clicks a reader needs from a start page
+  and through which pages, what SEO audits call click depth. One BFS a seed set, whose
+  predecessor array answers every page.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import breadth_first_order
 
 from linkgraph.graph import EdgeArrays
 from linkgraph.pagerank import distinct
@@ -123,6 +129,34 @@ def orphans(graph: EdgeArrays, seeds: npt.NDArray[np.int64]) -> npt.NDArray[np.i
     orphan = graph.crawled & (internal_in == 0)
     orphan[seeds] = False
     return np.flatnonzero(orphan)
+
+
+def click_tree(graph: EdgeArrays, seeds: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
+    """Each node's predecessor on a shortest path from the seeds: a seed's is -1, and so is that
+    of a node the seeds do not reach (tell them apart by `click_path`). The seeds hang from one
+    extra node, so a single breadth-first search serves them all."""
+    start = graph.nodes
+    size = graph.nodes + 1
+    sources = np.concatenate((graph.src.astype(np.int64), np.full(seeds.size, start)))
+    targets = np.concatenate((graph.dst.astype(np.int64), seeds))
+    ones = np.ones(sources.size, dtype=np.int8)
+    adjacency = csr_matrix((ones, (sources, targets)), shape=(size, size))
+    _, predecessors = breadth_first_order(adjacency, start, directed=True)
+    tree: npt.NDArray[np.int32] = np.asarray(predecessors[: graph.nodes], dtype=np.int32)
+    tree[(tree == start) | (tree < 0)] = -1
+    return tree
+
+
+def click_path(
+    tree: npt.NDArray[np.int32], seeds: npt.NDArray[np.int64], node: int
+) -> list[int] | None:
+    """The nodes from a seed to ``node``, both included; None when no seed reaches it."""
+    path = [node]
+    while tree[path[-1]] >= 0:
+        path.append(int(tree[path[-1]]))
+        if len(path) > tree.size:  # a cycle could only come from a corrupt tree
+            return None
+    return path[::-1] if np.isin(path[-1], seeds) else None
 
 
 def important(scores: npt.NDArray[np.float64], sigmas: float) -> npt.NDArray[np.int64]:

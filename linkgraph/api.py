@@ -7,6 +7,7 @@ Global, answered by the ranker's latest result (any instance proxies to the lead
   GET /v1/graph/top?limit=N[&host=H&crawl_id=C&teleport=seeds|pattern&pattern=RE]
   GET /v1/graph/orphans[?crawl_id=C] | /v1/graph/domains | /v1/graph/farms | /v1/graph/syndication
   GET /v1/graph/important | /v1/graph/ranking (the latest ranking's summary)
+  GET /v1/graph/path?url=U[&crawl_id=C] (a shortest click path to U from the seeds)
   POST /v1/graph/rank (rank now, on demand; answers with the summary)
   GET /v1/graph/export[?what=vertices] (CSV edge or vertex list, `linkgraph.export`, streamed,
   its rows in `EXPORT_ROWS_HEADER`; any instance)
@@ -34,7 +35,16 @@ from streamcrawl.graph_cli import EXPORT_CHUNK_BYTES, EXPORT_ROWS_HEADER
 
 FORWARDED_HEADER = "X-Streamcrawl-Forwarded"
 QUERY_TIMEOUT_S = 30.0
-GLOBAL_VIEWS = ("top", "orphans", "domains", "farms", "syndication", "important", "ranking")
+GLOBAL_VIEWS = (
+    "top",
+    "orphans",
+    "domains",
+    "farms",
+    "syndication",
+    "important",
+    "ranking",
+    "path",
+)
 
 
 class LocalGraph(Protocol):

@@ -30,6 +30,7 @@ from linkgraph.pagerank import (
     transition,
 )
 from linkgraph.urltable import UrlTable
+from schemas.canonical import canonical_url
 
 MAX_LIMIT = 10_000
 MAX_PATTERN_CHARS = 500
@@ -87,6 +88,8 @@ class Ranking:
         if view == "important":
             found = analyses.important(self.scores, self.analysis.important_sigmas)
             return {"pages": self._pages(found[:limit], self.scores), "count": int(found.size)}
+        if view == "path":
+            return self._path(params)
         if view == "orphans":
             found = self._cached("orphans", lambda: analyses.orphans(self.graph, self._all_seeds()))
             crawl_id = params.get("crawl_id")
@@ -114,6 +117,26 @@ class Ranking:
             "pages": self._pages(found, scores),
             "computed_at": self.computed_at,
             "personalised": bool(teleport),
+        }
+
+    def _path(self, params: Mapping[str, str]) -> dict[str, Any]:
+        """A shortest click path to ``url`` from the seeds (of ``crawl_id``, else of all)."""
+        url = canonical_url(params.get("url") or "")
+        if url is None:
+            raise QueryError("url must be an http(s) URL")
+        [node] = self.urls.find([url]).tolist()
+        if node < 0 or node >= self.graph.nodes:
+            raise QueryError(f"{url} is not in the graph", 404)
+        crawl_id = params.get("crawl_id")
+        seeds = self.seeds.get(crawl_id, _EMPTY) if crawl_id else self._all_seeds()
+        tree = self._cached(
+            f"click_tree\x00{crawl_id}", lambda: analyses.click_tree(self.graph, seeds)
+        )
+        path = analyses.click_path(tree, seeds, node)
+        return {
+            "url": url,
+            "clicks": None if path is None else len(path) - 1,
+            "path": None if path is None else self.urls.urls(path),
         }
 
     def _mask(self, host: str | None, crawl_id: str | None) -> npt.NDArray[np.bool_] | None:

@@ -209,6 +209,14 @@ def add_graph_command(commands: Any) -> None:
             )
             query.add_argument("--pattern", metavar="REGEX", help="with --teleport pattern")
         _common(query)
+    path = queries.add_parser(
+        "path", help="a shortest click path to a URL from the seeds (its click depth)"
+    )
+    path.add_argument("url", metavar="URL", help="the page's URL (canonicalised)")
+    path.add_argument(
+        "--crawl-id", dest="crawl_id", metavar="ID", help="from this crawl's seeds (default: all)"
+    )
+    _common(path)
     rank = queries.add_parser("rank", help="rank now and print the ranking's summary")
     _common(rank)
     export = queries.add_parser("export", help="write the edge list (CSV) for Spark GraphFrames")
@@ -285,6 +293,16 @@ def human_lines(command: str, answer: Any) -> list[str]:
         return [f"{p['score']:.6g}  {p['url']}" for p in answer["pages"]] or ["no pages"]
     if command == "orphans":
         return [p["url"] for p in answer] or ["no orphans"]
+    if command == "path":
+        if answer["path"] is None:
+            return [f"no seed reaches {answer['url']} (in the latest ranking's graph)"]
+        clicks = answer["clicks"]
+        first, *rest = answer["path"]
+        return [
+            f"{clicks} click{'' if clicks == 1 else 's'} from a seed:",
+            f"  {first}  (seed)",
+            *(f"  {url}" for url in rest),
+        ]
     if command == "domains":
         return [f"{d['links']:>8}  {d['from']} -> {d['to']}" for d in answer] or ["no links"]
     if command == "farms":

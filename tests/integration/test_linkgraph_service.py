@@ -549,6 +549,7 @@ def check_cli(deployment: Deployment, truth: FedGraph, tmp_path: Path) -> None:
             "domains": ["domains", "--json"],
             "farms": ["farms", "--json"],
             "syndication": ["syndication", "--json"],
+            "path": ["path", page.from_url, "--json"],
             "edges": ["export", "-o", str(edges)],
             "vertices": ["export", "--vertices", "--output", str(vertices)],
         },
@@ -578,6 +579,8 @@ def check_cli(deployment: Deployment, truth: FedGraph, tmp_path: Path) -> None:
         (a, b), forward, backward = pair["domains"], pair["links_ab"], pair["links_ba"]
         pairs.update({(a, b): forward, (b, a): backward})
     assert pairs == truth.syndication() and len(pairs) == 4  # two of the three site pairs
+    # No crawl here, so no seeds: the page is in the graph, and nothing reaches it.
+    assert printed_json(done["path"]) == {"url": page.from_url, "clicks": None, "path": None}
 
     assert done["edges"].returncode == 0, done["edges"].stderr
     rows = read_csv(edges, EDGE_COLUMNS)

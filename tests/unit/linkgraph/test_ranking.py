@@ -233,3 +233,36 @@ def test_important_pages_are_those_above_mean_plus_two_sigma() -> None:
     assert important["count"] == len(above(2))
     listed = [p["score"] for p in important["pages"]]
     assert listed == sorted(listed, reverse=True)
+
+
+def test_path_is_a_shortest_click_path_from_the_seeds() -> None:
+    """Breadth first over every link type, redirects included, from the seeds of one crawl or of
+    all of them; a page no seed reaches has no path, one not in the graph is a 404."""
+    graph = CompactGraph()
+    a = "https://a.example"
+    graph.add(links(f"{a}/", [f"{a}/news", f"{a}/about"]))
+    graph.add(links(f"{a}/news", [f"{a}/news/1", f"{a}/news/2"]))
+    graph.add(links(f"{a}/about", [f"{a}/news/2"], kind="NOFOLLOW"))
+    graph.add(links(f"{a}/news/2", [f"{a}/deep"]))
+    graph.add(links(f"{a}/old", [f"{a}/news/1"], kind="REDIRECT", crawl="c2"))
+    graph.add(links(f"{a}/island", [f"{a}/deep"]))
+    views = ranked(graph, {"c1": [f"{a}/"], "c2": [f"{a}/old"]})
+
+    deep = views.answer("path", {"url": f"{a}/deep", "crawl_id": "c1"})
+    assert deep["clicks"] == 3
+    assert deep["path"][0] == f"{a}/" and deep["path"][-1] == f"{a}/deep"
+    assert deep["path"][2] == f"{a}/news/2"
+    assert views.answer("path", {"url": f"{a}/", "crawl_id": "c1"}) == {
+        "url": f"{a}/",
+        "clicks": 0,
+        "path": [f"{a}/"],
+    }
+    redirected = views.answer("path", {"url": f"{a}/news/1"})  # every crawl's seeds
+    assert (redirected["clicks"], redirected["path"]) == (1, [f"{a}/old", f"{a}/news/1"])
+    assert views.answer("path", {"url": f"{a}/island"})["path"] is None
+    assert views.answer("path", {"url": f"{a}/news", "crawl_id": "c2"})["clicks"] is None
+    with pytest.raises(QueryError) as missing:
+        views.answer("path", {"url": f"{a}/nowhere"})
+    assert missing.value.status == 404
+    with pytest.raises(QueryError):
+        views.answer("path", {"url": "ftp://a.example/"})
