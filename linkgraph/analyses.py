@@ -137,8 +137,9 @@ def click_tree(graph: EdgeArrays, seeds: npt.NDArray[np.int64]) -> npt.NDArray[n
     extra node, so a single breadth-first search serves them all."""
     start = graph.nodes
     size = graph.nodes + 1
-    sources = np.concatenate((graph.src.astype(np.int64), np.full(seeds.size, start)))
-    targets = np.concatenate((graph.dst.astype(np.int64), seeds))
+    # int32 ids and int8 weights: about 14 bytes a link while the tree is built.
+    sources = np.concatenate((graph.src, np.full(seeds.size, start, dtype=np.int32)))
+    targets = np.concatenate((graph.dst, seeds.astype(np.int32)))
     ones = np.ones(sources.size, dtype=np.int8)
     adjacency = csr_matrix((ones, (sources, targets)), shape=(size, size))
     _, predecessors = breadth_first_order(adjacency, start, directed=True)
