@@ -32,7 +32,9 @@ crawl is done (`frontier.progress`).
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import struct
 
 from frontier import crawlstate, queues
@@ -225,7 +227,7 @@ class _Intake:
         self._traps_only = False
         self._plain_head: bytes | None = None
         self._host_pages: int | None = None
-        self._priorities: dict[float | None, bytes] = {}
+        self._priorities: dict[tuple[float | None, bool | None], bytes] = {}
         self._queue_keys: list[bytes] = []
         self._urls: list[str] = []
         self._visited_keys: list[bytes] = []
@@ -249,7 +251,11 @@ class _Intake:
         plain = self._plain_head
         hints = self.message.priorities
         hint = None if hints is None else hints[index]
-        head = plain if plain is not None and hint is None else self._head(hint, key)
+        head = (
+            plain
+            if plain is not None and hint is None
+            else self._head(hint, key, preferred(self.crawl, canonical))
+        )
         # index < 2**32: a message (at most 4 MiB) holds far fewer URLs.
         self._queue_keys.append(head + _INDEX_SEQUENCE.pack(index, self.session.next_sequence()))
         self._urls.append(canonical)
@@ -275,10 +281,10 @@ class _Intake:
             self._host_pages = pages + 1
         return None
 
-    def _head(self, hint: float | None, key: bytes) -> bytes:
+    def _head(self, hint: float | None, key: bytes, preference: bool | None = None) -> bytes:
         """The queue key up to the URL's position: host and crawl, priority bytes, source rank and
         part."""
-        return self.queue_prefix + self._priority(hint, key) + self.rank_part
+        return self.queue_prefix + self._priority(hint, key, preference) + self.rank_part
 
     def _open_scope(self) -> HostScope:
         """The host's scope, and which shortcuts it allows, worked out at the first new URL."""
@@ -295,7 +301,8 @@ class _Intake:
             and rules.exclude is None
             and rules.max_pages_per_host == -1
         )
-        if crawl.request.priority != "pagerank":  # the priority of a URL without a hint
+        plain = crawl.request.priority != "pagerank" and crawl.request.prefer_pattern is None
+        if plain:  # one priority for every URL without a hint
             self._plain_head = self._head(None, b"")
         return scope
 
@@ -316,19 +323,35 @@ class _Intake:
             session.table(HOST_PAGES).put(key, u64(self._host_pages))
         return len(queue_keys)
 
-    def _priority(self, hint: float | None, key: bytes) -> bytes:
-        """The strategy's priority bytes: one per message but for sitemap hints and, under
-        ``pagerank``, each URL's own rank."""
+    def _priority(self, hint: float | None, key: bytes, preference: bool | None) -> bytes:
+        """The strategy's priority bytes: one per message but for sitemap hints, the crawl's
+        preference and, under ``pagerank``, each URL's own rank."""
         crawl, depth = self.crawl, self.message.depth
         if crawl.request.priority == "pagerank":
             pagerank = _pagerank(self.session, crawl, key[-FINGERPRINT_BYTES:])
-            signals = PrioritySignals(sitemap_priority=hint, pagerank=pagerank)
+            signals = PrioritySignals(
+                sitemap_priority=hint, pagerank=pagerank, preferred=preference
+            )
             return priority_bytes(crawl, depth, signals, b"")
-        encoded = self._priorities.get(hint)
+        encoded = self._priorities.get((hint, preference))
         if encoded is None:
-            signals = PrioritySignals(sitemap_priority=hint)
-            encoded = self._priorities[hint] = priority_bytes(crawl, depth, signals, b"")
+            signals = PrioritySignals(sitemap_priority=hint, preferred=preference)
+            encoded = priority_bytes(crawl, depth, signals, b"")
+            self._priorities[(hint, preference)] = encoded
         return encoded
+
+
+def preferred(crawl: CrawlState, url: str) -> bool | None:
+    """Whether the crawl's ``prefer_pattern`` matches ``url``; None when it names none."""
+    pattern = crawl.request.prefer_pattern
+    if pattern is None:
+        return None
+    return _compiled(pattern).search(url) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
 
 
 def priority_bytes(
@@ -437,7 +460,9 @@ def _maybe_lower_depth(
         old.last_modified,
         old.content_hash,
     )
-    signals = PrioritySignals(pagerank=_pagerank(session, crawl, fingerprint))
+    signals = PrioritySignals(
+        pagerank=_pagerank(session, crawl, fingerprint), preferred=preferred(crawl, old.url)
+    )
     priority = priority_bytes(crawl, depth, signals, ordinal)
     key = queues.queue_key(host, crawl.crawl_id, priority, session.next_sequence())
     queue.put(key, moved.encode())

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from frontier.admission import fresh_ordinal, priority_bytes
+from frontier.admission import fresh_ordinal, preferred, priority_bytes
 from frontier.budget import depth_counter, depth_ordered
 from frontier.priority import RECRAWL_PRIORITY_BYTES, PrioritySignals
 from frontier.queues import QueuedUrl, enqueue, upgraded_key
@@ -339,7 +339,8 @@ def requeue(
         queue.put(key, entry.encode())
         visited.queue_key = key.hex()
     else:
-        priority = priority_bytes(crawl, entry.depth, PrioritySignals(), fresh_ordinal(session))
+        signals = PrioritySignals(preferred=preferred(crawl, entry.url))
+        priority = priority_bytes(crawl, entry.depth, signals, fresh_ordinal(session))
         key = enqueue(queue, host, priority, session.next_sequence(), entry)
         visited.queue_key = key.hex()
     visited.state = "queued"

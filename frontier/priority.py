@@ -23,6 +23,10 @@ lead (below). The strategies:
   collects links; ``priority = round((1 - novelty) x 1000)``, then depth. Pages reached through
   hundreds of paths wait behind pages few others point to.
 
+A crawl's ``prefer_pattern`` splits every strategy's buckets in two (:func:`preference_bucket`):
+the URLs it matches take the lower half, the others the upper, so they go first whatever the
+strategy, in its order; under ``bfs``, or depth first, within their depth (the rank's place).
+
 A recrawl goes back to its host queue in :data:`RECRAWL_PRIORITY`, depth 0, rank 0: behind the
 URLs still waiting for their first fetch, of every crawl and strategy, then first due first. A host
 that cannot keep up with its recrawls and its new pages fetches its new pages first, except for
@@ -99,6 +103,8 @@ class PrioritySignals:
     """A sitemap's ``<priority>`` in [0, 1]; None when the URL came from no sitemap."""
     pagerank: float | None = None
     """The link graph's latest PageRank for the URL, None before it was ranked."""
+    preferred: bool | None = None
+    """Whether the crawl's ``prefer_pattern`` matches the URL; None: the crawl has none."""
 
 
 DEFAULT_WEIGHTS = ScoreWeights()
@@ -114,6 +120,22 @@ def queue_key(
     neutral_pagerank: float | None = None,
 ) -> QueueKey:
     """The key of a URL for ``strategy``; see the module docstring for each formula."""
+    key = _strategy_key(strategy, signals, depth, arrival, depth_first, neutral_pagerank)
+    if signals.preferred is None:
+        return key
+    if depth_first or strategy == "bfs":  # the bucket is the rank (bfs: 0 everywhere)
+        return key._replace(rank=preference_bucket(key.rank, signals.preferred))
+    return key._replace(priority=preference_bucket(key.priority, signals.preferred))
+
+
+def _strategy_key(
+    strategy: PriorityStrategy,
+    signals: PrioritySignals,
+    depth: int,
+    arrival: int,
+    depth_first: bool,
+    neutral_pagerank: float | None,
+) -> QueueKey:
     if strategy == "bfs":
         return bfs_key(depth, arrival)
     if strategy == "score":
@@ -122,6 +144,16 @@ def queue_key(
         bucket = pagerank_bucket(signals.pagerank, neutral_pagerank=neutral_pagerank)
         return _key(bucket, depth, arrival, depth_first)
     return novelty_key(signals.in_links, depth, arrival, depth_first=depth_first)
+
+
+def preference_bucket(bucket: int, preferred: bool) -> int:
+    """A bucket of ``[0, PRIORITY_MAX]`` moved into the lower half when ``preferred``, the upper
+    half when not: preferred URLs first, each half in the strategy's order (at half its
+    resolution), and every one still ahead of the recrawls."""
+    half = PRIORITY_MAX // 2
+    if preferred:
+        return bucket // 2  # 0 .. half
+    return half + 1 + bucket * (PRIORITY_MAX - half - 1) // PRIORITY_MAX  # half + 1 .. max
 
 
 def bfs_key(depth: int, arrival: int) -> QueueKey:

@@ -255,6 +255,10 @@ class CrawlRequest(InboundModel):
     for sites that set one and redirect to the same page. Off by default, as in StormCrawler and
     Nutch: a crawler without cookies is not followed from page to page by session trackers."""
     priority: PriorityStrategy = "bfs"
+    prefer_pattern: str | None = None
+    """URLs it matches (anywhere) are fetched before the others on their host, the strategy's
+    order kept within each group (a depth-ordered crawl: within their depth), as Heritrix's
+    precedence rules and Scrapy's request priorities put product or article pages first."""
     follow_nofollow: bool = False
     max_redirects: Annotated[int, Field(ge=0, le=50)] = 5
     scope_score_threshold: Annotated[float, Field(ge=0, le=1)] | None = None
@@ -278,7 +282,7 @@ class CrawlRequest(InboundModel):
     def _seeds_are_http(cls, seeds: list[str]) -> list[str]:
         return [check_seed_url(seed.strip()) for seed in seeds]
 
-    @field_validator("include_pattern", "exclude_pattern")
+    @field_validator("include_pattern", "exclude_pattern", "prefer_pattern")
     @classmethod
     def _pattern_compiles(cls, pattern: str | None) -> str | None:
         return _check_pattern(pattern)

@@ -79,6 +79,7 @@ OPTIONS = {
     "recrawl_max_hours": "--recrawl-max-hours",
     "content_types": "--content-type",
     "priority": "--priority",
+    "prefer_pattern": "--prefer",
     "scope_score_threshold": "--scope-threshold",
     "extract": "--extract",
     "extract_pattern": "--extract-pattern",
@@ -298,6 +299,12 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         help="the order of each host's queue: breadth first, seed score (in-links, authority, "
         "depth), PageRank, or novelty (fewer in-links first) (default: %(default)s)",
     )
+    fetching.add_argument(
+        "--prefer",
+        metavar="REGEX",
+        help="fetch the URLs it matches (anywhere) before the others of their host, in the "
+        "--priority order (a depth-ordered crawl: within their depth)",
+    )
     extraction = command.add_argument_group("extraction (items on the `items` topic)")
     extraction.add_argument(
         "--extract",
@@ -376,6 +383,7 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         "max_duration_ms": None if duration_s is None else round(duration_s * 1000),
         "domain_whitelist": args.domain,
         "include_pattern": args.include,
+        "prefer_pattern": args.prefer,
         "exclude_pattern": args.exclude,
         "max_retries": args.max_retries,
         "max_redirects": args.max_redirects,

@@ -144,3 +144,13 @@ def test_inputs_decode_each_topic_and_refuse_garbage(tmp_path: Path) -> None:
     request = seed.decode(b'{"seeds": ["https://a.example/"]}')
     assert isinstance(request, CrawlRequest)
     sim.close()
+
+
+def test_a_crawl_prefers_the_urls_its_pattern_matches_on_each_host(tmp_path: Path) -> None:
+    links = ["/about", "/product/1", "/blog", "/product/2"]
+    sim = Simulation(tmp_path, site={f"{A}/": links})
+    sim.start(CrawlRequest(crawl_id="pf", seeds=[f"{A}/"], prefer_pattern="/product/"))
+    sim.settle(until=lambda: sim.status("pf") == "done")
+    order = [url.removeprefix(A) for url in sim.fetched_urls("pf")]
+    assert order == ["/", "/product/1", "/product/2", "/about", "/blog"]
+    sim.close()

@@ -21,6 +21,7 @@ from frontier.priority import (
     novelty_key,
     pagerank_bucket,
     pagerank_key,
+    preference_bucket,
     queue_key,
     score_key,
     seed_score,
@@ -212,3 +213,23 @@ def test_novelty_and_pagerank_buckets_are_monotonic(a: int, b: int, p: float, q:
     assert novelty_key(fewer, 0, 0) <= novelty_key(more, 0, 0)
     higher, lower = max(p, q), min(p, q)
     assert pagerank_key(higher, 0, 0) <= pagerank_key(lower, 0, 0)
+
+
+def test_a_preference_splits_the_buckets_in_two_halves_in_the_strategy_order() -> None:
+    buckets = range(PRIORITY_MAX + 1)
+    preferred = [preference_bucket(b, True) for b in buckets]
+    others = [preference_bucket(b, False) for b in buckets]
+    assert preferred == sorted(preferred) and others == sorted(others)
+    assert max(preferred) < min(others) and max(others) == PRIORITY_MAX
+    signals = PrioritySignals(preferred=True)
+    assert queue_key("score", signals, 3, 7) < queue_key(
+        "score", PrioritySignals(in_links=1000, preferred=False), 0, 0
+    )
+    # bfs and depth first: the rank carries it, so depth still leads.
+    assert queue_key("bfs", PrioritySignals(preferred=False), 1, 5) < queue_key(
+        "bfs", PrioritySignals(preferred=True), 2, 0, depth_first=True
+    )
+    assert queue_key("bfs", PrioritySignals(preferred=True), 2, 9, depth_first=True) < queue_key(
+        "bfs", PrioritySignals(preferred=False), 2, 0, depth_first=True
+    )
+    assert queue_key("bfs", PrioritySignals(), 2, 0) == bfs_key(2, 0)  # no pattern: unchanged
