@@ -257,7 +257,7 @@ class CrawlRequest(InboundModel):
     priority: PriorityStrategy = "bfs"
     prefer_pattern: str | None = None
     """URLs it matches (anywhere) are fetched before the others on their host, the strategy's
-    order kept within each group (a depth-ordered crawl: within their depth), as Heritrix's
+    order kept within each group (under bfs and depth-ordered crawls: within their depth), as Heritrix's
     precedence rules and Scrapy's request priorities put product or article pages first."""
     follow_nofollow: bool = False
     max_redirects: Annotated[int, Field(ge=0, le=50)] = 5

@@ -303,7 +303,7 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         "--prefer",
         metavar="REGEX",
         help="fetch the URLs it matches (anywhere) before the others of their host, in the "
-        "--priority order (a depth-ordered crawl: within their depth)",
+        "--priority order (bfs and depth-ordered crawls: within their depth)",
     )
     extraction = command.add_argument_group("extraction (items on the `items` topic)")
     extraction.add_argument(
