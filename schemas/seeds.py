@@ -257,8 +257,9 @@ class CrawlRequest(InboundModel):
     priority: PriorityStrategy = "bfs"
     prefer_pattern: str | None = None
     """URLs it matches (anywhere) are fetched before the others on their host, the strategy's
-    order kept within each group (under bfs and depth-ordered crawls: within their depth), as Heritrix's
-    precedence rules and Scrapy's request priorities put product or article pages first."""
+    order kept within each group (under bfs and depth-ordered crawls: within their depth), as
+    Heritrix's precedence rules and Scrapy's request priorities put product or article pages
+    first."""
     follow_nofollow: bool = False
     max_redirects: Annotated[int, Field(ge=0, le=50)] = 5
     scope_score_threshold: Annotated[float, Field(ge=0, le=1)] | None = None
