@@ -43,9 +43,11 @@ class CookieJars:
     def header_for(self, crawl_id: str, url: URL) -> str | None:
         """The Cookie header a request of ``crawl_id`` to ``url`` carries; None when no cookie
         applies."""
-        jar = self._jars.get((crawl_id, url.host_port_subcomponent or ""))
+        key = (crawl_id, url.host_port_subcomponent or "")
+        jar = self._jars.get(key)
         if jar is None:
             return None
+        self._jars.move_to_end(key)
         cookies = jar.filter_cookies(url)
         if not cookies:
             return None
