@@ -39,7 +39,7 @@ from streamcrawl.status import require_broker
 from streamcrawl.summary import gather_summary, summary_lines
 from streamcrawl.table import wait_until
 from streamcrawl.topics import topic_name
-from streamcrawl.watch import FINAL_STATUSES, CrawlWatcher
+from streamcrawl.watch import FINAL_STATUSES, TABLES_LOADED_S, CrawlWatcher, crawl_state
 
 
 class CrawlRequestError(StreamcrawlError):
@@ -55,7 +55,6 @@ CONTROLLED = {"pause": "paused", "resume": "active", "cancel": "cancelled"}
 """The status each command leaves a crawl in once its owner applied it."""
 CONTROL_WAIT_S = 30.0
 """How long `pause`, `resume` and `cancel` wait for the crawl's owner (a frontier) to apply them."""
-TABLES_LOADED_S = 30.0
 """How long a command may take to read `crawls` and `progress` whole."""
 MAX_BAD_LINES_SHOWN = 10
 """A seed list's bad lines named one by one; the rest are counted."""
@@ -489,8 +488,7 @@ def refuse_a_taken_crawl_id(settings: Settings, crawl_id: str) -> None:
     """`CrawlRequestError` when `crawls` has the crawl id already: its owner would ignore a
     second request under it, so the user's would be lost."""
     with CrawlWatcher(settings) as watcher:
-        if not watcher.wait_loaded(TABLES_LOADED_S):
-            raise StreamcrawlError(f"could not read the crawls table within {TABLES_LOADED_S}s")
+        watcher.require_loaded()
         status = watcher.view(crawl_id).status
     if status is not None:
         raise CrawlRequestError(
@@ -551,11 +549,7 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     does: its progress until done, then its summary."""
     crawl_id = args.crawl_id
     require_broker(settings)
-    with CrawlWatcher(settings) as watcher:
-        if not watcher.wait_loaded(TABLES_LOADED_S):
-            raise StreamcrawlError(f"could not read the crawls table within {TABLES_LOADED_S}s")
-        state = watcher.state(crawl_id)
-    if state is None:
+    if crawl_state(settings, crawl_id) is None:
         say(f"no crawl {crawl_id} (not started, or its owner has not read it yet)")
         return 1
     return follow_crawl(settings, crawl_id, args.timeout_s)
@@ -572,8 +566,7 @@ def cmd_control(args: argparse.Namespace, settings: Settings) -> int:
     crawl_id = command.crawl_id
     require_broker(settings)
     with CrawlWatcher(settings) as watcher:
-        if not watcher.wait_loaded(TABLES_LOADED_S):
-            raise StreamcrawlError(f"could not read the crawls table within {TABLES_LOADED_S}s")
+        watcher.require_loaded()
         status = watcher.view(crawl_id).status
         if status is None:
             say(f"no crawl {crawl_id} (not started, or its owner has not read it yet)")
@@ -607,8 +600,7 @@ def cmd_crawls(args: argparse.Namespace, settings: Settings) -> int:
     """Every crawl in `crawls`, oldest first, with its counters from `progress`."""
     require_broker(settings)
     with CrawlWatcher(settings) as watcher:
-        if not watcher.wait_loaded(TABLES_LOADED_S):
-            raise StreamcrawlError(f"could not read the crawls table within {TABLES_LOADED_S}s")
+        watcher.require_loaded()
         listing = [
             (state, counters)
             for state, counters in watcher.crawls()

@@ -30,16 +30,14 @@ from schemas import outcomes
 from schemas.canonical import canonical_url
 from schemas.serde import encode
 from streamcrawl.console import say
-from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.kafka import crawl_records_to_end
 from streamcrawl.newest import Newest
 from streamcrawl.settings import Settings
 from streamcrawl.status import require_broker
 from streamcrawl.topics import topic_name
-from streamcrawl.watch import CrawlWatcher
+from streamcrawl.watch import crawl_state
 
 DEFAULT_LIMIT = 100
-READ_TIMEOUT_S = 30.0
 
 
 def add_command(commands: Any) -> None:
@@ -174,10 +172,7 @@ MAX_SEED_HOPS = 10
 
 
 def _seeds_report(settings: Settings, crawl_id: str) -> int:
-    with CrawlWatcher(settings) as watcher:
-        if not watcher.wait_loaded(READ_TIMEOUT_S):
-            raise StreamcrawlError(f"could not read the crawls topic within {READ_TIMEOUT_S}s")
-        state = watcher.state(crawl_id)
+    state = crawl_state(settings, crawl_id)
     if state is None:
         say(f"no crawl {crawl_id} in crawls")
         return 1

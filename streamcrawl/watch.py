@@ -24,6 +24,7 @@ from rich.table import Table
 from schemas import crawls, progress
 from schemas.outcomes import OUTCOME_COUNTER
 from schemas.serde import decode
+from streamcrawl.exceptions import StreamcrawlError
 from streamcrawl.kafka import table_consumer_config
 from streamcrawl.settings import Settings
 from streamcrawl.table import TopicTable
@@ -59,6 +60,17 @@ class CrawlView:
     """The crawl names fields to extract (`--extract`): its pages have items."""
 
 
+TABLES_LOADED_S = 30.0
+"""How long a command waits for `crawls` and `progress` to be read to their ends."""
+
+
+def crawl_state(settings: Settings, crawl_id: str) -> crawls.CrawlState | None:
+    """The crawl's state as `crawls` has it now; None when it has none."""
+    with CrawlWatcher(settings) as watcher:
+        watcher.require_loaded()
+        return watcher.state(crawl_id)
+
+
 class CrawlWatcher:
     def __init__(self, settings: Settings) -> None:
         self._crawls: TopicTable[crawls.CrawlState] = TopicTable(
@@ -87,6 +99,11 @@ class CrawlWatcher:
         return self._crawls.wait_ready(timeout_s) and self._progress.wait_ready(
             max(0.0, deadline - time.monotonic())
         )
+
+    def require_loaded(self) -> None:
+        """`wait_loaded`, or a StreamcrawlError saying the tables could not be read."""
+        if not self.wait_loaded(TABLES_LOADED_S):
+            raise StreamcrawlError(f"could not read the crawls table within {TABLES_LOADED_S}s")
 
     def state(self, crawl_id: str) -> crawls.CrawlState | None:
         return self._crawls.get(crawl_id)

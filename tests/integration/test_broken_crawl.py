@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from schemas.seeds import CrawlRequest
-from tests.support import LocalSite, ServiceProcess, crawl_to_the_end, wait_for
+from tests.support import Deployment, LocalSite, ServiceProcess, crawl_to_the_end, wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -21,6 +21,19 @@ HTML = {"Content-Type": "text/html; charset=utf-8"}
 def page(links: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
     anchors = "".join(f'<a href="{href}">{text}</a>' for href, text in links.items())
     return (200, HTML, f"<html><body><main>{anchors}</main></body></html>".encode())
+
+
+def graph_holding(
+    deployment: Deployment, started: list[ServiceProcess], root: Path, url: str, in_links: int
+) -> None:
+    """Start a linkgraph instance and wait until it holds ``in_links`` in-links of ``url``."""
+    started.append(deployment.start("linkgraph", root / "logs"))
+
+    def holding() -> bool:
+        answer = deployment.cli("graph", "in", url, "--json")
+        return answer.returncode == 0 and len(json.loads(answer.stdout)["edges"]) == in_links
+
+    wait_for(holding, 120, f"the link graph holding {in_links} in-links of {url}")
 
 
 @pytest.fixture
@@ -44,14 +57,8 @@ def test_broken_lists_dead_urls_with_the_pages_linking_to_them(
         crawl_id="shop", seeds=[site.url("/"), site.url("/moved")], politeness_delay_ms=0
     )
     deployment = crawl_to_the_end(kafka_bootstrap, tmp_path, started, request)
-    started.append(deployment.start("linkgraph", tmp_path / "logs"))
     gone = site.url("/gone")
-
-    def graph_has_every_link() -> bool:
-        answer = deployment.cli("graph", "in", gone, "--json")
-        return answer.returncode == 0 and len(json.loads(answer.stdout)["edges"]) == 3
-
-    wait_for(graph_has_every_link, 120, "the link graph holding the in-links of /gone")
+    graph_holding(deployment, started, tmp_path, gone, in_links=3)
 
     listed = deployment.cli("broken", "shop")
     assert listed.returncode == 0, listed.stderr
@@ -104,14 +111,8 @@ def test_check_external_fetches_outbound_links_for_their_status_only(
     deployment = crawl_to_the_end(kafka_bootstrap, tmp_path, started, request)
     assert sorted(elsewhere.paths()) == ["/fine", "/retired", "/robots.txt"]
 
-    started.append(deployment.start("linkgraph", tmp_path / "logs"))
     retired = elsewhere.url("/retired")
-
-    def graph_has_the_link() -> bool:
-        answer = deployment.cli("graph", "in", retired, "--json")
-        return answer.returncode == 0 and len(json.loads(answer.stdout)["edges"]) == 1
-
-    wait_for(graph_has_the_link, 120, "the link graph holding the link to /retired")
+    graph_holding(deployment, started, tmp_path, retired, in_links=1)
     listed = deployment.cli("broken", "outbound")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines() == [

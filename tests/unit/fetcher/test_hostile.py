@@ -101,17 +101,7 @@ async def test_brotli_without_a_binding_is_recorded_unsupported(
 async def test_two_gigabyte_chunked_body_stops_at_the_cap(
     sessions: Sessions, clock: FakeClock
 ) -> None:
-    sent = [0]
-    chunk = b"x" * 65536
-
-    async def endless() -> AsyncIterator[bytes]:
-        for _ in range(2 * 1024 * MIB // len(chunk)):
-            sent[0] += len(chunk)
-            yield chunk
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(response_head(headers={"Transfer-Encoding": "chunked"}))
-        await send_chunked(writer, endless())
+    handler, sent = _endless_body({"Transfer-Encoding": "chunked"})
 
     session = await sessions.open()
     async with raw_server(handler) as server:
@@ -123,6 +113,24 @@ async def test_two_gigabyte_chunked_body_stops_at_the_cap(
     page, body, outcome = _as_emitted(result, request)
     assert (page.truncated, page.body_size, len(body)) == (True, MAX_BODY_BYTES, MAX_BODY_BYTES)
     assert (outcome.kind, outcome.truncated, outcome.page_sent) == ("done", True, True)
+
+
+def _endless_body(headers: dict[str, str]) -> tuple[RawHandler, list[int]]:
+    """A handler answering 200 with ``headers`` and a 2 GiB chunked body, and the bytes it sent
+    so far (in a one-item list the test reads)."""
+    sent = [0]
+    chunk = b"x" * 65536
+
+    async def endless() -> AsyncIterator[bytes]:
+        for _ in range(2 * 1024 * MIB // len(chunk)):
+            sent[0] += len(chunk)
+            yield chunk
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(response_head(headers=headers))
+        await send_chunked(writer, endless())
+
+    return handler, sent
 
 
 def _request_for(server: RawServer, clock: FakeClock) -> FetchRequest:
@@ -348,18 +356,9 @@ async def test_a_link_only_checked_is_done_at_its_headers_whatever_follows(
 ) -> None:
     """`check_only` (a link outside the crawl's domains): a 2xx is done once its headers are in;
     the endless body behind them is never read, and no page goes out."""
-    sent = [0]
-    chunk = b"x" * 65536
-
-    async def endless() -> AsyncIterator[bytes]:
-        for _ in range(2 * 1024 * MIB // len(chunk)):
-            sent[0] += len(chunk)
-            yield chunk
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = {"Transfer-Encoding": "chunked", "Content-Type": "application/pdf"}
-        writer.write(response_head(headers=head))
-        await send_chunked(writer, endless())
+    handler, sent = _endless_body(
+        {"Transfer-Encoding": "chunked", "Content-Type": "application/pdf"}
+    )
 
     session = await sessions.open()
     async with raw_server(handler) as server:
