@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -406,3 +407,25 @@ def test_progress_shows_hosts_held_back() -> None:
     robots.txt leases nothing for a while: the line says a host is held."""
     view = CrawlView("active", {"fetched": 73, "queued": 326, "leased": 0, "hosts_held": 1})
     assert " queued=326 leased=0 delayed=0 hosts_held=1 " in progress_line(view, 0.0, 17.0)
+
+
+def test_the_readme_recipes_are_commands_the_cli_takes() -> None:
+    """Each `streamcrawl` command of the README's recipes parses, and each crawl request in them is
+    valid (a seeds file aside: it is the user's)."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("## What people crawl with it", 1)[1].split("```sh", 1)[1].split("```")[0]
+    lines = block.replace("\\\n", " ").splitlines()
+    commands = [
+        part.strip()
+        for line in lines
+        if not line.startswith("#")
+        for part in line.split(";")
+        if part.strip()
+    ]
+    assert len(commands) >= 10
+    for command in commands:
+        words = shlex.split(command)
+        assert words[0] == "streamcrawl", command
+        args = build_parser().parse_args(words[1:])
+        if words[1] in ("crawl", "seed") and "--seeds-file" not in words:
+            crawl_request(args)
