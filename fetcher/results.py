@@ -160,6 +160,8 @@ class FetchResult:
             fields["redirect_hops"] = request.redirect_hops
         if request.use_feeds and not revisit:
             fields["use_feeds"] = True
+        if request.sign_text and not revisit:
+            fields["sign_text"] = True
         return fields
 
     def outcome_fields(

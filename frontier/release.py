@@ -364,6 +364,7 @@ def lease(
         redirect_hops=entry.redirect_hops,
         follow_nofollow=request.follow_nofollow,
         use_feeds=request.use_feeds,
+        sign_text=request.find_near_duplicates,
         use_cookies=request.use_cookies,
         check_only=_checked_only(session, crawl, host),
         etag=entry.etag,

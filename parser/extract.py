@@ -41,6 +41,9 @@ Choices, beyond the seed document:
 - **Feeds**: the ``<link rel=alternate>`` of an RSS, Atom or JSON Feed type (at most
   :data:`MAX_FEEDS`), resolved against the base, in ``feeds``; they are no edges (a head link is
   not a link a reader follows), and only a crawl with ``use_feeds`` discovers them.
+- **Main text** (`parser.linkwalk`): the visible text outside NAV, FOOTER and SIDEBAR landmarks,
+  which a site's template repeats on every page. A crawl that finds near duplicates signs it
+  (`parser.minhash`), so two pages of one template with different articles are not alike.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from parsel.selector import create_root_node
 
 from parser.items import ItemFields, extract_fields, links_within
 from parser.linkwalk import LinkOccurrence, WalkedPage, walk_page
+from parser.minhash import text_minhash
 from parser.refresh import parse_refresh
 from parser.resolve import LinkResolver
 from parser.robots import (
@@ -136,6 +140,8 @@ class PageExtract:
     """The page's refresh target, a redirect (its REDIRECT edge is in ``links`` too)."""
     feeds: tuple[str, ...] = ()
     """The canonical URLs of the feeds the page announces, in document order, without repeats."""
+    text_minhash: str | None = None
+    """With ``sign_text``: the MinHash signature of the page's main text (`parser.minhash`)."""
     edges: list[LinkEdge] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -169,12 +175,14 @@ def extract_page(
     selectors: Mapping[str, str] | None = None,
     follow_within: str | None = None,
     max_refresh_delay_s: int = DEFAULT_MAX_REFRESH_DELAY_S,
+    sign_text: bool = False,
 ) -> PageExtract:
     """Parse ``text`` (the decoded page) fetched from ``page_url``, a canonical http(s) URL.
 
     ``headers`` are the response headers (any key case); ``discovered_at`` stamps every edge;
     ``selectors`` (field name -> selector) fill the page's item; ``follow_within`` (a selector)
-    sets ``followable``; a refresh waiting longer than ``max_refresh_delay_s`` is no redirect.
+    sets ``followable``; a refresh waiting longer than ``max_refresh_delay_s`` is no redirect;
+    ``sign_text`` signs the main text (``text_minhash``).
     Raises ValueError only when ``page_url`` is not an http(s) URL.
     """
     page = canonical_url(page_url)
@@ -216,6 +224,7 @@ def extract_page(
         followable=links_within(root, follow_within, base) if follow_within else None,
         refresh=refresh,
         feeds=_feeds(head.feed_hrefs, base),
+        text_minhash=text_minhash(walked.main_text()) if sign_text else None,
     )
 
 

@@ -191,6 +191,7 @@ class PageParser:
             selectors=page.extract.fields if page.extract is not None else None,
             follow_within=page.follow_within,
             max_refresh_delay_s=self.settings.max_refresh_delay_s,
+            sign_text=page.sign_text,
         )
         targets: list[tuple[str, _UrlItem]] = []
         followable = extract.followable
@@ -348,6 +349,7 @@ class _Output:
                 "noindex": extract.robots.noindex,
                 "nofollow": extract.robots.nofollow,
                 "text_length": extract.visible_text_length,
+                "text_minhash": extract.text_minhash,
             }
         )
 

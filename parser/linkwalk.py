@@ -105,9 +105,20 @@ class WalkedPage:
 
     stream: str
     links: list[LinkOccurrence] = field(default_factory=list)
+    turns: list[int] = field(default_factory=list)
+    """Where the stream leaves the page's content for a NAV, FOOTER or SIDEBAR landmark, and where
+    it comes back, alternately (its offsets, ascending)."""
 
     def visible_text_length(self) -> int:
         return len(" ".join(self.stream.split()))
+
+    def main_text(self) -> str:
+        """The visible text outside navigation, page-level header and footer, and asides: what
+        the page says, without the template every page of its site repeats."""
+        bounds = [0, *self.turns, len(self.stream)]
+        return " ".join(
+            self.stream[bounds[n] : bounds[n + 1]] for n in range(0, len(bounds) - 1, 2)
+        )
 
     def anchor_text(self, link: LinkOccurrence, max_chars: int) -> str:
         """The link's own visible text, normalised and cut to ``max_chars``."""
@@ -159,6 +170,7 @@ def walk_page(root: Any) -> WalkedPage:
     frames: list[tuple[Any, LinkPosition, bool]] = []
     open_links: list[tuple[Any, LinkOccurrence]] = []
     links: list[LinkOccurrence] = []
+    turns: list[int] = []  # where the stream enters or leaves boilerplate landmarks
     stack: list[tuple[Any, int]] = []  # open elements and their tag kinds, root first
     elements = root.iter()
     element = next(elements, None)
@@ -169,7 +181,7 @@ def walk_page(root: Any) -> WalkedPage:
             if open_links and open_links[-1][0] is top:
                 open_links.pop()[1].end = length
             if frames and frames[-1][0] is top:
-                frames.pop()
+                _leave_landmark(frames, turns, length)
             if kind & _HIDDEN:
                 hidden -= 1
             boundary, text = kind & _BLOCK, top.tail
@@ -177,7 +189,7 @@ def walk_page(root: Any) -> WalkedPage:
             kind = _TAG_KINDS.get(element.tag, 0)
             boundary, text = kind & _BLOCK, None if kind & _INVISIBLE else element.text
             if kind & _SPECIAL or (not kind & _INVISIBLE and element.get("role") is not None):
-                _open_special(element, kind, frames, open_links, links, length, hidden)
+                _open_special(element, kind, frames, open_links, links, length, hidden, turns)
                 if kind & _HIDDEN:
                     hidden += 1
             stack.append((element, kind))
@@ -198,7 +210,7 @@ def walk_page(root: Any) -> WalkedPage:
             append(" ")
             length += 1
             spaced = True
-    return WalkedPage("".join(chunks), links)
+    return WalkedPage("".join(chunks), links, turns)
 
 
 def subtree_text(element: Any) -> str:
@@ -221,6 +233,16 @@ def _enter_landmark(frames: list[tuple[Any, LinkPosition, bool]], element: Any, 
         frames.append((element, position, sectioned or is_section))
 
 
+def _leave_landmark(
+    frames: list[tuple[Any, LinkPosition, bool]], turns: list[int], length: int
+) -> None:
+    """Pop the innermost frame; a turn where the stream enters or leaves the content."""
+    left = frames.pop()[1]
+    inside = frames[-1][1] if frames else "CONTENT"
+    if (left == "CONTENT") != (inside == "CONTENT"):
+        turns.append(length)
+
+
 def _open_special(
     element: Any,
     kind: int,
@@ -229,11 +251,16 @@ def _open_special(
     links: list[LinkOccurrence],
     length: int,
     hidden: int,
+    turns: list[int],
 ) -> None:
     """The opening work of a landmark, link or image, or of any element with a role."""
     # Here without a special kind means with a role; otherwise the role is still to be read.
     if kind & _LANDMARK or not kind & _SPECIAL or element.get("role") is not None:
+        outside = frames[-1][1] if frames else "CONTENT"
         _enter_landmark(frames, element, element.tag)
+        inside = frames[-1][1] if frames else "CONTENT"
+        if (outside == "CONTENT") != (inside == "CONTENT"):
+            turns.append(length)
     if kind & _LINK:
         occurrence = _open_link(element, frames, length, hidden)
         if occurrence is not None:

@@ -37,6 +37,8 @@ class LinkEdge(InternalModel):
 
 
 MAX_TITLE_CHARS = 1024
+MINHASH_CHARS = 344
+"""`parser.minhash.SIGNATURE_CHARS`: 64 32-bit values in base64."""
 
 
 class PageMeta(InternalModel):
@@ -52,6 +54,11 @@ class PageMeta(InternalModel):
     nofollow: bool = False
     """From meta robots or X-Robots-Tag: the page asked crawlers not to follow its links."""
     text_length: Annotated[int, Field(ge=0)] = 0
+    text_minhash: Annotated[str, Field(max_length=MINHASH_CHARS)] | None = Field(
+        default=None, exclude_if=lambda signature: signature is None
+    )
+    """The MinHash signature of the page's main text (`parser.minhash`), when its crawl finds
+    near duplicates (`find_near_duplicates`) and the text has words enough; left out otherwise."""
 
 
 class PageLinks(InternalModel):

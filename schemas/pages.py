@@ -58,3 +58,5 @@ class FetchedPage(InternalModel):
     (`parser.refresh`). Left out when none."""
     use_feeds: bool = Field(default=False, exclude_if=lambda use: not use)
     """The request's `use_feeds`: the parser discovers the feeds the page announces."""
+    sign_text: bool = Field(default=False, exclude_if=lambda sign: not sign)
+    """The request's `sign_text`: the parser signs the page's main text (`parser.minhash`)."""

@@ -318,6 +318,12 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         metavar="REGEX",
         help="extract only from pages whose URL it matches (anywhere)",
     )
+    extraction.add_argument(
+        "--near-duplicates",
+        action="store_true",
+        help="sign each page's main text (MinHash) so that streamcrawl duplicates --near finds "
+        "the pages that say nearly the same",
+    )
 
 
 def add_follow_option(command: argparse.ArgumentParser) -> None:
@@ -371,6 +377,7 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         "use_feeds": args.feeds,
         "use_cookies": args.cookies,
         "check_external": args.check_external,
+        "find_near_duplicates": args.near_duplicates,
         "follow_nofollow": args.follow_nofollow,
         "recrawl_adaptive": args.recrawl_adaptive,
     }

@@ -27,6 +27,7 @@ FLAGS = {
     "use_feeds": "--feeds",
     "use_cookies": "--cookies",
     "check_external": "--check-external",
+    "find_near_duplicates": "--near-duplicates",
     "follow_nofollow": "--follow-nofollow",
 }
 """Fields set by a flag rather than a value."""
@@ -108,6 +109,7 @@ def test_every_option_reaches_its_field() -> None:
         "--extract=price=xpath://span[@class='price']/text()",
         "--extract-pattern=/product/",
         "--follow-within=.pagination, .products",
+        "--near-duplicates",
         "--header=Accept-Language: de",
         "--header=Cookie: consent=yes",
     )
@@ -135,6 +137,7 @@ def test_every_option_reaches_its_field() -> None:
         "use_sitemaps": True,
         "use_feeds": True,
         "use_cookies": True,
+        "find_near_duplicates": True,
         "check_external": True,
         "priority": "novelty",
         "prefer_pattern": "/product/",

@@ -1,6 +1,7 @@
 """What a page says about itself reaches the link graph on part 0 of its PageLinks."""
 
 from parser.handler import PageParser
+from parser.minhash import text_minhash
 from schemas.links import PageLinks
 from schemas.pages import FetchedPage
 
@@ -46,3 +47,18 @@ def test_a_page_that_is_not_parsed_still_reports_its_status_and_type() -> None:
     assert links.page is not None
     assert (links.page.status, links.page.content_type) == (200, "application/pdf")
     assert links.page.title is None and links.edges == []
+
+
+def test_a_crawl_finding_near_duplicates_gets_the_main_texts_signature() -> None:
+    body = (
+        b"<html><body><main>" + b" ".join(b"w%d" % n for n in range(30)) + b"</main></body></html>"
+    )
+    page = fetched(body).model_copy(update={"sign_text": True})
+    [links] = [
+        m.value for m in PageParser().parse(page, body).messages if isinstance(m.value, PageLinks)
+    ]
+    assert links.page is not None and links.page.text_minhash == text_minhash(
+        " ".join(f"w{n}" for n in range(30))
+    )
+    [unsigned] = page_links(body)
+    assert unsigned.page is not None and unsigned.page.text_minhash is None
