@@ -304,7 +304,7 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         help="fetch the URLs it matches (anywhere) before the others of their host, in the "
         "--priority order (bfs and depth-ordered crawls: within their depth)",
     )
-    extraction = command.add_argument_group("extraction (items on the `items` topic)")
+    extraction = command.add_argument_group("extraction (--extract: items on the `items` topic)")
     extraction.add_argument(
         "--extract",
         action="append",

@@ -17,9 +17,11 @@ The figure is pages per CPU second of this single-threaded process, i.e. per cor
 rounds, so a noisy neighbour costs a round, not the result); the target is handler / baseline >=
 0.5. Not a test: nothing asserts.
 
-A second table prices extraction (``--extract``, `parser.items`) with :data:`SELECTORS`, five fields
-of the kinds spiders read: the handler with them against the handler without, rounds interleaved,
-as the share of a page's parse they add and the microseconds a page that is.
+A second table prices the crawl options that add parser work (:data:`PRICED_OPTIONS`): extraction
+(``--extract``, `parser.items`) with :data:`SELECTORS`, five fields of the kinds spiders read, and
+the main text's MinHash signature (``--near-duplicates``, `parser.minhash`): the handler with each
+against the handler without, rounds interleaved, as the share of a page's parse it adds and the
+microseconds a page that is.
 
     python tests/bench/bench_parser.py [--rounds 5] [--seconds 1.0] [--pages 16]
 """
@@ -227,26 +229,31 @@ SELECTORS = {
 }
 
 
-def measure_extraction(
-    parser: PageParser, size: int, options: argparse.Namespace
+PRICED_OPTIONS: dict[str, dict[str, object]] = {
+    "--extract": {"extract": Extraction(fields=SELECTORS)},
+    "--near-duplicates": {"sign_text": True},
+}
+"""The crawl options whose parser work the second table prices, as FetchedPage fields."""
+
+
+def measure_option(
+    parser: PageParser, size: int, options: argparse.Namespace, fields: dict[str, object]
 ) -> tuple[float, float]:
-    """Pages per second of the handler without selectors and with them."""
+    """Pages per second of the handler without the option's ``fields`` and with them."""
     bodies = [generate_page(size, seed=size + index) for index in range(options.pages)]
     plain = [fetched_page(body) for body in bodies]
-    extracting = [
-        page.model_copy(update={"extract": Extraction(fields=SELECTORS)}) for page in plain
-    ]
+    optioned = [page.model_copy(update=fields) for page in plain]
     cycle = itertools.cycle(range(len(bodies)))
 
     def without() -> None:
         index = next(cycle)
         parser.parse(plain[index], bodies[index])
 
-    def with_selectors() -> None:
+    def with_option() -> None:
         index = next(cycle)
-        parser.parse(extracting[index], bodies[index])
+        parser.parse(optioned[index], bodies[index])
 
-    return rates(without, with_selectors, options.rounds, options.seconds)
+    return rates(without, with_option, options.rounds, options.seconds)
 
 
 def measure(
@@ -291,14 +298,18 @@ def main() -> None:
             f"{label:>8} {links:>6.0f} {edges:>6.0f} {baseline_rate:>13.1f} {handler_rate:>12.1f}"
             f" {ratio:>6.2f}  {verdict}"
         )
-    print(f"\n{'page':>8} {'handler p/s':>12} {'+selectors':>11} {'cost':>6} {'us/page':>8}")
+    print(
+        f"\n{'page':>8} {'option':>17} {'handler p/s':>12} {'+option':>9} {'cost':>6}"
+        f" {'us/page':>8}"
+    )
     for label, size in (("20 KB", 20_000), ("100 KB", 100_000)):
-        without_rate, with_rate = measure_extraction(parser, size, options)
-        added_us = (1 / with_rate - 1 / without_rate) * 1e6
-        print(
-            f"{label:>8} {without_rate:>12.1f} {with_rate:>11.1f}"
-            f" {1 - with_rate / without_rate:>6.1%} {added_us:>8.0f}"
-        )
+        for option, fields in PRICED_OPTIONS.items():
+            without_rate, with_rate = measure_option(parser, size, options, fields)
+            added_us = (1 / with_rate - 1 / without_rate) * 1e6
+            print(
+                f"{label:>8} {option:>17} {without_rate:>12.1f} {with_rate:>9.1f}"
+                f" {1 - with_rate / without_rate:>6.1%} {added_us:>8.0f}"
+            )
 
 
 if __name__ == "__main__":
