@@ -160,6 +160,8 @@ class FetchResult:
             fields["redirect_hops"] = request.redirect_hops
         if request.use_feeds and not revisit:
             fields["use_feeds"] = True
+        if request.find_requisites and not revisit:
+            fields["find_requisites"] = True
         if request.sign_text and not revisit:
             fields["sign_text"] = True
         return fields

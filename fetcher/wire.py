@@ -49,6 +49,8 @@ class PageFields(TypedDict):
     """Only when the request has some (the model leaves out 0)."""
     use_feeds: NotRequired[bool]
     """Only when the request says so (the model leaves out false)."""
+    find_requisites: NotRequired[bool]
+    """Only when the request says so (the model leaves out false)."""
     sign_text: NotRequired[bool]
     """Only when the request says so (the model leaves out false)."""
 

@@ -291,15 +291,12 @@ class _Intake:
         session, crawl, rules, message = self.session, self.crawl, self.rules, self.message
         account = session.account(crawl)
         budget_left = account is None or account.available > 0 or not account.exhausted
-        scope = self._scope = host_scope(rules, message.host, message.depth, budget_left)
+        requisites = message.requisites and crawl.request.fetch_page_requisites
+        scope = self._scope = host_scope(
+            rules, message.host, message.depth, budget_left, requisites=requisites
+        )
         self._traps_only = (
-            scope.in_domain
-            and scope.depth_ok
-            and scope.budget_left
-            and scope.score_ok
-            and rules.include is None
-            and rules.exclude is None
-            and rules.max_pages_per_host == -1
+            scope.open_to_all(rules) and rules.exclude is None and rules.max_pages_per_host == -1
         )
         plain = crawl.request.priority != "pagerank" and crawl.request.prefer_pattern is None
         if plain:  # one priority for every URL without a hint

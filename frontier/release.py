@@ -365,6 +365,7 @@ def lease(
         follow_nofollow=request.follow_nofollow,
         use_feeds=request.use_feeds,
         sign_text=request.find_near_duplicates,
+        find_requisites=request.fetch_page_requisites,
         use_cookies=request.use_cookies,
         check_only=_checked_only(session, crawl, host),
         etag=entry.etag,

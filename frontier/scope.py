@@ -28,6 +28,11 @@ filter order, so a URL failing several rules reports the first, then this projec
    Depth 0 has factor 1.0 whatever D, so seeds always score their affinity. Scores within 1e-9 of
    the threshold pass, so ``1.0 x (1 - 4/5)`` meets a threshold of 0.2 despite float rounding.
 
+A page's requisites (`schemas.urls.DiscoveredUrls.requisites`, a crawl with
+``fetch_page_requisites``) are transcluded, as Heritrix's TransclusionDecideRule accepts embeds:
+the domain, include and scope-score rules do not apply to them, the others do (they come at their
+page's depth, and ``max_redirects`` bounds their hops before they get here).
+
 Each reason is a stable string, used as a counter label.
 """
 
@@ -155,9 +160,26 @@ class HostScope:
     depth_ok: bool
     budget_left: bool
     score_ok: bool
+    requisites: bool = False
+    """The message's URLs are a page's requisites: the domain, include and scope-score rules do
+    not apply to them."""
+
+    def open_to_all(self, rules: ScopeRules) -> bool:
+        """Whether only the exclude pattern, the traps and the host budget can refuse a URL."""
+        if self.requisites:
+            return self.depth_ok and self.budget_left
+        return (
+            self.in_domain
+            and self.depth_ok
+            and self.budget_left
+            and self.score_ok
+            and rules.include is None
+        )
 
 
-def host_scope(rules: ScopeRules, host: str, depth: int, budget_left: bool) -> HostScope:
+def host_scope(
+    rules: ScopeRules, host: str, depth: int, budget_left: bool, *, requisites: bool = False
+) -> HostScope:
     threshold = rules.scope_score_threshold
     return HostScope(
         in_domain=in_domain(rules, host),
@@ -165,6 +187,7 @@ def host_scope(rules: ScopeRules, host: str, depth: int, budget_left: bool) -> H
         budget_left=budget_left,
         score_ok=threshold is None
         or scope_score(rules, host, depth) >= threshold - _SCORE_TOLERANCE,
+        requisites=requisites,
     )
 
 
@@ -173,10 +196,12 @@ def decide_new(
 ) -> RejectReason | None:
     """:func:`decide` for a URL not visited, its host's rules evaluated already: the first rule
     broken, in the module docstring's order, or None to admit."""
-    if not scope.in_domain and not rules.check_external:
+    transcluded = scope.requisites
+    if not scope.in_domain and not rules.check_external and not transcluded:
         return "domain"
     if (
         scope.in_domain
+        and not transcluded
         and rules.include is not None
         and rules.include.search(canonical_url) is None
     ):
@@ -192,7 +217,7 @@ def decide_new(
         return trap
     if rules.max_pages_per_host != -1 and host_page_count >= rules.max_pages_per_host:
         return "host_budget"
-    if not scope.score_ok:
+    if not scope.score_ok and not transcluded:
         return "scope_score"
     return None
 

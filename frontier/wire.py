@@ -44,6 +44,7 @@ class ReceivedUrls:
     parts: int
     origin: str | None
     modified_at: list[int | None] | None = None
+    requisites: bool = False
 
     @classmethod
     def of(cls, message: DiscoveredUrls) -> ReceivedUrls:
@@ -64,6 +65,7 @@ class ReceivedUrls:
             message.parts,
             message.origin,
             None if all(time is None for time in modified) else modified,
+            message.requisites,
         )
 
     def to_json(self) -> bytes:
@@ -74,22 +76,23 @@ class ReceivedUrls:
                 for item, hint in zip(urls, hints, strict=True):
                     if hint is not None:
                         item[name] = hint
-        return orjson.dumps(
-            {
-                "kind": KIND,
-                "v": self.v,
-                "crawl_id": self.crawl_id,
-                "host": self.host,
-                "depth": self.depth,
-                "source_url": self.source_url,
-                "redirect_hops": self.redirect_hops,
-                "discovered_at": self.discovered_at,
-                "urls": urls,
-                "part": self.part,
-                "parts": self.parts,
-                "origin": self.origin,
-            }
-        )
+        fields: dict[str, Any] = {
+            "kind": KIND,
+            "v": self.v,
+            "crawl_id": self.crawl_id,
+            "host": self.host,
+            "depth": self.depth,
+            "source_url": self.source_url,
+            "redirect_hops": self.redirect_hops,
+            "discovered_at": self.discovered_at,
+            "urls": urls,
+            "part": self.part,
+            "parts": self.parts,
+            "origin": self.origin,
+        }
+        if self.requisites:
+            fields["requisites"] = True
+        return orjson.dumps(fields)
 
 
 def decode_urls(raw: bytes | None) -> ReceivedUrls | ParseReport:
@@ -132,6 +135,7 @@ def _checked(fields: dict[str, Any]) -> ReceivedUrls | None:
     part = fields.get("part", 0)
     parts = fields.get("parts", 1)
     origin = fields.get("origin")
+    requisites = fields.get("requisites", False)
     if not (
         type(v) is int
         and v >= 1
@@ -150,6 +154,7 @@ def _checked(fields: dict[str, Any]) -> ReceivedUrls | None:
         and type(parts) is int
         and parts >= 1
         and (origin is None or type(origin) is str)
+        and type(requisites) is bool
     ):
         return None
     try:
@@ -192,4 +197,5 @@ def _checked(fields: dict[str, Any]) -> ReceivedUrls | None:
         parts,
         origin,
         modified,
+        requisites,
     )

@@ -61,6 +61,7 @@ from parser.items import ItemFields, extract_fields, links_within
 from parser.linkwalk import LinkOccurrence, WalkedPage, walk_page
 from parser.minhash import text_minhash
 from parser.refresh import parse_refresh
+from parser.requisites import html_requisites
 from parser.resolve import LinkResolver
 from parser.robots import (
     DEFAULT_ROBOTS_NAMES,
@@ -142,6 +143,9 @@ class PageExtract:
     """The canonical URLs of the feeds the page announces, in document order, without repeats."""
     text_minhash: str | None = None
     """With ``sign_text``: the MinHash signature of the page's main text (`parser.minhash`)."""
+    requisites: tuple[str, ...] = ()
+    """With ``find_requisites``: the canonical URLs of what the page needs to be shown
+    (`parser.requisites`), in document order, without repeats."""
     edges: list[LinkEdge] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -176,13 +180,15 @@ def extract_page(
     follow_within: str | None = None,
     max_refresh_delay_s: int = DEFAULT_MAX_REFRESH_DELAY_S,
     sign_text: bool = False,
+    find_requisites: bool = False,
 ) -> PageExtract:
     """Parse ``text`` (the decoded page) fetched from ``page_url``, a canonical http(s) URL.
 
     ``headers`` are the response headers (any key case); ``discovered_at`` stamps every edge;
     ``selectors`` (field name -> selector) fill the page's item; ``follow_within`` (a selector)
     sets ``followable``; a refresh waiting longer than ``max_refresh_delay_s`` is no redirect;
-    ``sign_text`` signs the main text (``text_minhash``).
+    ``sign_text`` signs the main text (``text_minhash``); ``find_requisites`` fills
+    ``requisites``.
     Raises ValueError only when ``page_url`` is not an http(s) URL.
     """
     page = canonical_url(page_url)
@@ -225,6 +231,7 @@ def extract_page(
         refresh=refresh,
         feeds=_feeds(head.feed_hrefs, base),
         text_minhash=text_minhash(walked.main_text()) if sign_text else None,
+        requisites=tuple(html_requisites(root, base)) if find_requisites else (),
     )
 
 

@@ -9,9 +9,12 @@ returns, in the order to produce them:
 2. ``DiscoveredUrls`` on `urls`, one per target host (parts if large), first-seen host order,
    depth + 1, ``source_url`` the page; then, when the page refreshes to another URL (a redirect,
    `parser.refresh`), one for its target at the page's own depth with one more redirect hop,
-   origin ``<lease id>/refresh``;
+   origin ``<lease id>/refresh``; then, in a crawl of page requisites (``find_requisites``), the
+   page's requisites by host (`parser.requisites`), flagged ``requisites``, at the page's own
+   depth with one more hop, origin ``<lease id>/requisites``;
 3. the ``ParseReport`` on `urls`, keyed by the leased page's host, counting the messages of step 2
-   (``redirect_messages``: how many of them are the refresh's).
+   (``redirect_messages``: how many of them are at the page's own depth, the refresh's and the
+   requisites').
 
 Between 1 and 2, an HTML page whose fetch carried the crawl's selectors (``FetchedPage.extract``)
 gets its ``ExtractedItem`` on `items`, keyed by the same URL (`parser.items`); other pages
@@ -22,9 +25,10 @@ look) when the status is 2xx (any status with ``parse_error_pages``); sitemaps a
 Atom or gzip content types, or a ``.xml``/``.xml.gz`` path or a sitemap or feed root element with
 no telling content type), whose ``<loc>`` URLs (a feed's item links) become DiscoveredUrls with
 their priority and time and no edges (`parser.sitemaps`); JSON Feeds (``application/feed+json``,
-or JSON that names the jsonfeed.org version) likewise (`parser.jsonfeed`). Anything else passes
-through with an empty PageLinks and a report of zero. A body the fetcher cut at its limit is parsed
-as far as it goes.
+or JSON that names the jsonfeed.org version) likewise (`parser.jsonfeed`); in a crawl of page
+requisites, stylesheets (``text/css``), whose fonts, images and imports are requisites too.
+Anything else passes through with an empty PageLinks and a report of zero. A body the fetcher cut
+at its limit is parsed as far as it goes.
 
 What is discovered: every edge's target except the page itself, and except, unless the crawl has
 ``follow_nofollow``, links with rel nofollow, ugc or sponsored (all three ask crawlers not to
@@ -68,6 +72,7 @@ from parser.extract import (
 )
 from parser.items import ItemFields
 from parser.jsonfeed import looks_like_json_feed, parse_json_feed
+from parser.requisites import css_requisites
 from parser.settings import ParserSettings
 from parser.sitemaps import Sitemap, SitemapEntry, is_gzip, parse_sitemap
 from schemas import items as items_topic
@@ -85,11 +90,19 @@ M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
 ParseStatus = Literal[
-    "html", "sitemap", "feed", "skipped", "undecodable", "failed", "invalid_page", "revisit"
+    "html",
+    "sitemap",
+    "feed",
+    "stylesheet",
+    "skipped",
+    "undecodable",
+    "failed",
+    "invalid_page",
+    "revisit",
 ]
-BodyKind = Literal["html", "sitemap", "jsonfeed", "other"]
+BodyKind = Literal["html", "sitemap", "jsonfeed", "css", "other"]
 """Which parser reads a body: `parser.extract`, `parser.sitemaps` (sitemaps and XML feeds),
-`parser.jsonfeed`, none."""
+`parser.jsonfeed`, `parser.requisites` (a stylesheet, in a crawl of page requisites), none."""
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _JSON_TYPES = frozenset({"application/feed+json", "application/json"})
@@ -167,6 +180,8 @@ class PageParser:
             if kind == "sitemap":
                 sitemap = self._parse_sitemap(output, body)
                 return self._listing(output, sitemap, "feed" if sitemap.is_feed else "sitemap")
+            if kind == "css":
+                return self._stylesheet(output, body)
             if kind == "jsonfeed":
                 max_urls = self.settings.max_sitemap_urls
                 return self._listing(
@@ -192,6 +207,7 @@ class PageParser:
             follow_within=page.follow_within,
             max_refresh_delay_s=self.settings.max_refresh_delay_s,
             sign_text=page.sign_text,
+            find_requisites=page.find_requisites,
         )
         targets: list[tuple[str, _UrlItem]] = []
         followable = extract.followable
@@ -212,9 +228,22 @@ class PageParser:
             edges=extract.edges,
             targets=targets,
             redirects=[] if refresh is None else [(refresh.host, {"url": refresh.edge.to_url})],
+            requisites=_requisite_targets(extract.requisites, output.from_url),
             error=extract.parse_error,
             encoding=decoded.encoding,
             extract=extract,
+        )
+
+    def _stylesheet(self, output: _Output, body: bytes) -> ParseResult:
+        """A stylesheet's fonts, images and imports, as the requisites of the page it serves."""
+        decoded = decode_body(body, content_type_of(output.page))
+        if not is_wide_encoding(decoded.encoding) and looks_binary(body):
+            return output.result("undecodable", error="binary data in a text body")
+        found = css_requisites(decoded.text, output.from_url)
+        return output.result(
+            "stylesheet",
+            requisites=_requisite_targets(found, output.from_url),
+            encoding=decoded.encoding,
         )
 
     def _parse_sitemap(self, output: _Output, body: bytes) -> Sitemap:
@@ -265,6 +294,8 @@ def body_kind(page: FetchedPage, url: str, body: bytes) -> BodyKind:
     media = content_type_of(page).partition(";")[0].strip().lower()
     if media in _HTML_TYPES:
         return "html"
+    if media == "text/css":
+        return "css" if page.find_requisites else "other"
     if media in _SITEMAP_TYPES:
         return "sitemap"
     if media in _JSON_TYPES or media in _UNTELLING_TYPES:
@@ -297,6 +328,7 @@ class _Output:
         edges: list[LinkEdge] | None = None,
         targets: Iterable[tuple[str, _UrlItem]] = (),
         redirects: Iterable[tuple[str, _UrlItem]] = (),
+        requisites: Iterable[tuple[str, _UrlItem]] = (),
         error: str | None = None,
         failure: Exception | None = None,
         encoding: str | None = None,
@@ -308,17 +340,20 @@ class _Output:
             messages.append(self._item(extract.item))
         page = self.page
         discovered = self._discovered(targets, page.depth + 1, 0, page.lease_id)
-        redirected = self._discovered(
-            redirects, page.depth, page.redirect_hops + 1, f"{page.lease_id}/refresh"
+        hops = page.redirect_hops + 1
+        redirected = self._discovered(redirects, page.depth, hops, f"{page.lease_id}/refresh")
+        embedded = self._discovered(
+            requisites, page.depth, hops, f"{page.lease_id}/requisites", requisites=True
         )
+        same_depth = len(redirected) + len(embedded)
         report = ParseReport(
             crawl_id=page.crawl_id,
             page_url=page.url,
             lease_id=page.lease_id,
-            discovered_messages=len(discovered) + len(redirected),
-            redirect_messages=len(redirected),
+            discovered_messages=len(discovered) + same_depth,
+            redirect_messages=same_depth,
         )
-        messages += discovered + redirected
+        messages += discovered + redirected + embedded
         report_key = urls_topic.key(self.report_host)
         messages.append(Outbound(urls_topic.TOPIC.suffix, report_key, report, encode(report)))
         return ParseResult(status, messages, error, failure, encoding, extract, sitemap)
@@ -361,7 +396,13 @@ class _Output:
         return [Outbound(links_topic.TOPIC.suffix, key, part, encoded) for part, encoded in parts]
 
     def _discovered(
-        self, targets: Iterable[tuple[str, _UrlItem]], depth: int, hops: int, origin: str
+        self,
+        targets: Iterable[tuple[str, _UrlItem]],
+        depth: int,
+        hops: int,
+        origin: str,
+        *,
+        requisites: bool = False,
     ) -> list[Outbound]:
         """``targets`` as DiscoveredUrls, one message per host (parts if large)."""
         by_host: dict[str, list[_UrlItem]] = {}
@@ -369,7 +410,9 @@ class _Output:
             by_host.setdefault(host, []).append(url)
         messages: list[Outbound] = []
         for host, urls in by_host.items():
-            build = functools.partial(_build_discovered, self, host, depth, hops, origin)
+            build = functools.partial(
+                _build_discovered, self, host, depth, hops, origin, requisites
+            )
             whole = build(urls, 0, 1)
             parts = _in_parts(whole, whole.urls, build, urls_topic.TOPIC.max_message_bytes)
             key = urls_topic.key(host)
@@ -415,6 +458,7 @@ def _build_discovered(
     depth: int,
     hops: int,
     origin: str,
+    requisites: bool,
     urls: list[_UrlItem] | list[DiscoveredUrl],
     part: int,
     parts: int,
@@ -431,5 +475,11 @@ def _build_discovered(
             "part": part,
             "parts": parts,
             "origin": origin,
+            "requisites": requisites,
         }
     )
+
+
+def _requisite_targets(urls: Iterable[str], page_url: str) -> list[tuple[str, _UrlItem]]:
+    """The requisites to discover, by host: all but the page itself."""
+    return [(canonical_host_key(url), {"url": url}) for url in urls if url != page_url]

@@ -38,6 +38,8 @@ class FetchRequest(InternalModel):
     """Carried to the FetchedPage so the parser knows whether nofollow links are followed."""
     use_feeds: bool = Field(default=False, exclude_if=lambda use: not use)
     """The crawl's `use_feeds`, carried to the FetchedPage; left out when false."""
+    find_requisites: bool = Field(default=False, exclude_if=lambda find: not find)
+    """The crawl's `fetch_page_requisites`, carried to the FetchedPage; left out when false."""
     sign_text: bool = Field(default=False, exclude_if=lambda sign: not sign)
     """The crawl's `find_near_duplicates`, carried to the FetchedPage; left out when false."""
     check_only: bool = Field(default=False, exclude_if=lambda check: not check)

@@ -58,5 +58,8 @@ class FetchedPage(InternalModel):
     (`parser.refresh`). Left out when none."""
     use_feeds: bool = Field(default=False, exclude_if=lambda use: not use)
     """The request's `use_feeds`: the parser discovers the feeds the page announces."""
+    find_requisites: bool = Field(default=False, exclude_if=lambda find: not find)
+    """The request's `find_requisites`: the parser sends the page's requisites (an HTML page's,
+    a stylesheet's) at its own depth (`parser.requisites`)."""
     sign_text: bool = Field(default=False, exclude_if=lambda sign: not sign)
     """The request's `sign_text`: the parser signs the page's main text (`parser.minhash`)."""

@@ -76,7 +76,10 @@ def fetched_content_types(request: CrawlRequest, url: str) -> list[str]:
     """The media types a fetch of `url` keeps: the crawl's, and the sitemap types too where a
     crawl that uses sitemaps fetches a sitemap-like URL, so its HTML-only default does not refuse
     the very sitemaps it asked for (served as application/xml or gzip); with ``use_feeds``, the
-    feed types for every URL (feed URLs look like anything: ``/feed/``, ``?format=rss``)."""
+    feed types for every URL (feed URLs look like anything: ``/feed/``, ``?format=rss``); with
+    ``fetch_page_requisites``, every type (a URL queued does not say whether it is a requisite)."""
+    if request.fetch_page_requisites:
+        return ["*/*"]
     kept = list(request.content_types)
     if not kept or "*/*" in kept:
         return kept
@@ -254,6 +257,13 @@ class CrawlRequest(InboundModel):
     """Fetch the links that leave the crawl's domains too, once each, for their status only:
     their bodies are not read, stored or parsed, so nothing beyond them is crawled. Broken
     outbound links then show in `streamcrawl broken`, as a link checker reports them."""
+    fetch_page_requisites: bool = False
+    """Fetch what each page needs to be shown (its stylesheets, scripts, images, fonts, media and
+    frames: Heritrix's embeds, wget's ``--page-requisites``), from any site, at the page's own
+    depth, so that an archive of the crawl replays its pages as they looked (`parser.requisites`).
+    A requisite is one more hop of the page like a redirect (``max_redirects`` bounds both, as
+    Heritrix's transclusion hops), the include pattern and the domain and scope-score rules do
+    not apply to it, and every media type is kept, for every fetch of the crawl."""
     use_cookies: bool = False
     """Send back the cookies sites set, per host, as Scrapy and Heritrix do (`fetcher.cookies`):
     for sites that set one and redirect to the same page. Off by default, as in StormCrawler and
@@ -281,6 +291,16 @@ class CrawlRequest(InboundModel):
     """Discover only the links inside the elements it matches on a page (CSS, or XPath after
     ``xpath:``), as Scrapy's restrict_css: a pagination bar, a product list. Every link is
     still an edge of the link graph."""
+
+    @field_validator("fetch_page_requisites")
+    @classmethod
+    def _requisites_are_kept_not_checked(cls, fetch: bool, info: ValidationInfo) -> bool:
+        if fetch and info.data.get("check_external"):
+            raise ValueError(
+                "does not combine with check_external: a requisite on another site is kept, a "
+                "link to one only checked, and one URL can be both"
+            )
+        return fetch
 
     @field_validator("seeds")
     @classmethod

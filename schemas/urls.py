@@ -51,8 +51,12 @@ class DiscoveredUrls(InternalModel):
     parts: Annotated[int, Field(ge=1)] = 1
     origin: str | None = None
     """What announced this message, so the receiving partition counts it once however often it
-    is delivered: the fetched page's lease id (the parser), ``seeds``, or an outcome's lease id
-    with ``/redirect`` or ``/sitemaps`` (the frontier). With host and part it names the message."""
+    is delivered: the fetched page's lease id (the parser, with ``/refresh`` or ``/requisites``
+    for those), ``seeds``, or an outcome's lease id with ``/redirect`` or ``/sitemaps`` (the
+    frontier). With host and part it names the message."""
+    requisites: bool = Field(default=False, exclude_if=lambda requisites: not requisites)
+    """The URLs are the source page's requisites (`parser.requisites`): admitted from any site,
+    the include pattern and scope score not applied (`frontier.scope`). Left out when false."""
 
 
 class ParseReport(InternalModel):
@@ -67,7 +71,8 @@ class ParseReport(InternalModel):
         default=0, exclude_if=lambda count: count == 0
     )
     """How many of ``discovered_messages`` carry the page's own depth, not one more: its refresh
-    target, a redirect (`parser.refresh`). Left out when none."""
+    target, a redirect (`parser.refresh`), and its requisites (`parser.requisites`), which are
+    one more hop of the page as a redirect is. Left out when none."""
 
 
 UrlsMessage = Annotated[DiscoveredUrls | ParseReport, Field(discriminator="kind")]

@@ -74,6 +74,7 @@ OPTIONS = {
     "max_redirects": "--max-redirects",
     "recrawl_interval_hours": "--recrawl-hours",
     "recrawl_adaptive": "--recrawl-adaptive",
+    "fetch_page_requisites": "--page-requisites",
     "recrawl_min_hours": "--recrawl-min-hours",
     "recrawl_max_hours": "--recrawl-max-hours",
     "content_types": "--content-type",
@@ -235,6 +236,13 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         "broken outbound links show in streamcrawl broken",
     )
     fetching.add_argument(
+        "--page-requisites",
+        action="store_true",
+        help="fetch what each page needs to be shown (stylesheets, scripts, images, fonts, "
+        "media, frames) from any site, at the page's depth, as Heritrix and wget -p do, for an "
+        "archive that replays; keeps every media type",
+    )
+    fetching.add_argument(
         "--cookies",
         action="store_true",
         help="send back the cookies each host set (for sites that set one and redirect to "
@@ -378,6 +386,7 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
         "use_cookies": args.cookies,
         "check_external": args.check_external,
         "find_near_duplicates": args.near_duplicates,
+        "fetch_page_requisites": args.page_requisites,
         "follow_nofollow": args.follow_nofollow,
         "recrawl_adaptive": args.recrawl_adaptive,
     }

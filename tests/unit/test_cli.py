@@ -69,6 +69,11 @@ def test_every_crawl_request_field_has_an_option() -> None:
         assert set(OPTIONS.values()) | set(FLAGS.values()) <= options, command
 
 
+def test_page_requisites_reach_their_field() -> None:
+    """Not in the test below: they do not combine with --check-external, which it sets."""
+    assert _request("--page-requisites").fetch_page_requisites
+
+
 def test_no_option_gives_the_crawl_requests_own_defaults() -> None:
     request = _request()
     expected = CrawlRequest(seeds=[SEED], crawl_id=request.crawl_id)
@@ -138,6 +143,7 @@ def test_every_option_reaches_its_field() -> None:
         "use_feeds": True,
         "use_cookies": True,
         "find_near_duplicates": True,
+        "fetch_page_requisites": False,  # not with check_external: see the test below
         "check_external": True,
         "priority": "novelty",
         "prefer_pattern": "/product/",
@@ -169,6 +175,10 @@ def test_the_demo_crawls_deeper_and_faster_by_default() -> None:
         ([SEED, "--max-duration-s=-3"], "--max-duration-s: must be a positive number of seconds"),
         ([SEED, "--scope-threshold=2"], "--scope-threshold: Input should be less than or equal"),
         ([SEED, "--recrawl-adaptive"], "--recrawl-adaptive: needs a recrawl interval to adapt"),
+        (
+            [SEED, "--check-external", "--page-requisites"],
+            "--page-requisites: does not combine with check_external",
+        ),
         (
             [SEED, "--recrawl-hours=2", "--recrawl-max-hours=1"],
             "--recrawl-max-hours: bounds an adaptive recrawl interval",

@@ -88,6 +88,8 @@ class Simulation:
     """(topic, partition) FIFOs that deliver nothing until removed: a slow or stalled partition."""
     refreshes: dict[str, str] = field(default_factory=dict)
     """Page URL -> the href its meta refresh redirects to."""
+    requisites: dict[str, list[str]] = field(default_factory=dict)
+    """Page URL -> the hrefs of its requisites, sent when the fetch asks for them."""
 
     def __post_init__(self) -> None:
         self.clock = FakeClock()
@@ -391,14 +393,39 @@ class Simulation:
                 origin=f"{request.lease_id}/refresh",
             )
             self.inject(self.topics.urls, message.host, message)
+        embeds = self._send_requisites(request) if request.find_requisites else 0
+        same_depth = int(refresh is not None) + embeds
         report = ParseReport(
             crawl_id=request.crawl_id,
             page_url=request.url,
             lease_id=request.lease_id,
-            discovered_messages=len(by_host) + int(refresh is not None),
-            redirect_messages=int(refresh is not None),
+            discovered_messages=len(by_host) + same_depth,
+            redirect_messages=same_depth,
         )
         self.inject(self.topics.urls, request.host, report)
+
+    def _send_requisites(self, request: FetchRequest) -> int:
+        """The page's requisites as the parser sends them (by host, at the page's depth, one
+        more hop); returns how many messages."""
+        by_host: dict[str, list[DiscoveredUrl]] = {}
+        for href in self.requisites.get(request.url, []):
+            target = canonical_url(href, request.url)
+            if target is not None and target != request.url:
+                by_host.setdefault(host_key(target), []).append(DiscoveredUrl(url=target))
+        for host, items in by_host.items():
+            message = DiscoveredUrls(
+                crawl_id=request.crawl_id,
+                host=host,
+                depth=request.depth,
+                source_url=request.url,
+                redirect_hops=request.redirect_hops + 1,
+                discovered_at=self.clock.now_ms(),
+                urls=items,
+                origin=f"{request.lease_id}/requisites",
+                requisites=True,
+            )
+            self.inject(self.topics.urls, host, message)
+        return len(by_host)
 
     # ----- inspection -------------------------------------------------------------------------
 

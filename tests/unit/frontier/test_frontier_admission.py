@@ -134,6 +134,21 @@ def test_scope_rejections_are_counted_by_reason(tmp_path: Path) -> None:
     sim.close()
 
 
+def test_requisites_pass_the_domain_rule_only_in_a_crawl_that_fetches_them(
+    tmp_path: Path,
+) -> None:
+    sim = Simulation(tmp_path, site={})
+    for crawl_id, fetches in (("with", True), ("without", False)):
+        request = CrawlRequest(crawl_id=crawl_id, seeds=[f"{A}/"], fetch_page_requisites=fetches)
+        started(sim, request, paused=True)
+        message = discovered(crawl_id, "b.example", 0, ["https://b.example/site.css"], f"{A}/")
+        sim.inject(sim.topics.urls, "b.example", message.model_copy(update={"requisites": True}))
+    sim.run()
+    assert (sim.total("with", "admitted"), sim.total("with", "rejected_domain")) == (2, 0)
+    assert (sim.total("without", "admitted"), sim.total("without", "rejected_domain")) == (1, 1)
+    sim.close()
+
+
 def test_a_host_only_traps_can_refuse_gets_the_same_answers_as_the_full_rules(
     tmp_path: Path,
 ) -> None:

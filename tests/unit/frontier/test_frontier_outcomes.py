@@ -315,6 +315,38 @@ def test_a_page_refresh_is_admitted_at_the_page_depth_and_keeps_bfs_moving(
     sim.close()
 
 
+def test_page_requisites_come_from_any_site_at_their_pages_depth_in_bfs_order(
+    tmp_path: Path,
+) -> None:
+    """A depth-ordered crawl limited to depth 0 and the seed's host still fetches the seed's
+    requisites on another host, at depth 0 with one hop, and a stylesheet's own font with one
+    more; the crawl ends. Past ``max_redirects``, a requisite of a requisite is refused."""
+    requisites = {
+        f"{A}/": [f"{B}/site.css", "/logo.png"],
+        f"{B}/site.css": ["/font.woff2"],
+        f"{B}/font.woff2": ["/deeper.png"],
+    }
+    site = {f"{A}/": ["/next"]}
+    sim = Simulation(tmp_path, partitions=2, site=site, requisites=requisites)
+    request = CrawlRequest(
+        crawl_id="req", seeds=[f"{A}/"], max_depth=0, fetch_page_requisites=True, max_redirects=2
+    )
+    sim.start(request)
+    sim.settle(until=lambda: sim.status("req") == "done")
+    fetched = {fetch.url: (fetch.depth, fetch.redirect_hops) for fetch in sim.fetches}
+    assert fetched == {
+        f"{A}/": (0, 0),
+        f"{B}/site.css": (0, 1),
+        f"{A}/logo.png": (0, 1),
+        f"{B}/font.woff2": (0, 2),
+    }
+    assert all(fetch.find_requisites and fetch.content_types == ["*/*"] for fetch in sim.fetches)
+    assert sim.total("req", "rejected_redirects") == 1  # /deeper.png, a third hop
+    assert sim.total("req", "rejected_depth") == 1  # /next, a link
+    assert blocking_depth(sim.counters("req", p) for p in range(2)) is None
+    sim.close()
+
+
 def test_a_chain_of_refreshes_longer_than_max_redirects_is_refused(tmp_path: Path) -> None:
     refreshes = {f"{A}/r1": "/r2", f"{A}/r2": "/r3", f"{A}/r3": "/r4"}
     sim = Simulation(tmp_path, partitions=2, site={f"{A}/": ["/r1"]}, refreshes=refreshes)

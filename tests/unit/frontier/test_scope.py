@@ -10,8 +10,10 @@ from frontier.scope import (
     ScopeDecision,
     ScopeRules,
     decide,
+    decide_new,
     depth_factor,
     domain_affinity,
+    host_scope,
     hostname,
     in_domain,
     scope_score,
@@ -125,6 +127,37 @@ def test_check_external_admits_other_hosts_as_links_to_check() -> None:
     excluding = rules_for("https://example.com/", check_external=True, exclude_pattern="share")
     assert admit(excluding, "https://social.net/share?u=1", "social.net").reason == "exclude"
     assert admit(rules_for("https://example.com/"), "https://x.net/", "x.net").reason == "domain"
+
+
+def test_requisites_are_transcluded_from_any_site() -> None:
+    """A page's requisites pass the domain, include and scope-score rules, as Heritrix's
+    transclusion accepts embeds; exclude, depth, the budgets and the traps still apply."""
+    rules = rules_for(
+        "https://example.com/",
+        include_pattern="/docs/",
+        scope_score_threshold=0.9,
+        exclude_pattern="tracker",
+        max_depth=2,
+        max_pages_per_host=5,
+    )
+
+    def requisite(url: str, host: str, depth: int = 1, **facts: Any) -> str | None:
+        scope = host_scope(rules, host, depth, facts.get("budget_left", True), requisites=True)
+        return decide_new(rules, scope, url, facts.get("host_page_count", 0))
+
+    assert requisite("https://cdn.example.net/site.css", "cdn.example.net") is None
+    assert requisite("https://example.com/img/logo.png", "example.com") is None
+    assert requisite("https://cdn.example.net/tracker.js", "cdn.example.net") == "exclude"
+    assert requisite("https://cdn.example.net/a.css", "cdn.example.net", depth=3) == "depth"
+    assert requisite("https://cdn.example.net/a.css", "cdn.example.net", budget_left=False) == (
+        "budget"
+    )
+    assert requisite("https://cdn.example.net/a.css", "cdn.example.net", host_page_count=5) == (
+        "host_budget"
+    )
+    # The same URLs as links: refused by the rules requisites pass.
+    assert admit(rules, "https://cdn.example.net/site.css", "cdn.example.net").reason == "domain"
+    assert admit(rules, "https://example.com/img/logo.png", "example.com").reason == "include"
 
 
 def test_unlimited_depth_and_host_budget() -> None:

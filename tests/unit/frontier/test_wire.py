@@ -37,6 +37,8 @@ MODIFIED = MESSAGE.model_copy(
     }
 )
 
+REQUISITES = MESSAGE.model_copy(update={"requisites": True, "origin": "lease-1/requisites"})
+
 
 def fields(message: DiscoveredUrls = MESSAGE, **changed: Any) -> dict[str, Any]:
     value: dict[str, Any] = orjson.loads(encode(message))
@@ -48,7 +50,7 @@ def same(received: ReceivedUrls, model: DiscoveredUrls) -> bool:
     return received == ReceivedUrls.of(model)
 
 
-@pytest.mark.parametrize("message", [MESSAGE, HINTED, MODIFIED])
+@pytest.mark.parametrize("message", [MESSAGE, HINTED, MODIFIED, REQUISITES])
 def test_what_the_services_send_takes_the_strict_path_and_decodes_as_the_model(
     message: DiscoveredUrls,
 ) -> None:
@@ -96,6 +98,9 @@ def test_hints_are_kept_beside_the_urls_and_left_out_when_none() -> None:
         fields(urls=[{"url": "u", "v": 2, "priority": 0.1}, {"url": "w", "v": 1}]),
         fields(urls=[{"url": "u", "modified_at": 5.0}]),  # lax: a whole float is an int
         fields(urls=[{"url": "u", "modified_at": "5"}]),
+        fields(requisites=True),
+        fields(requisites=1),  # lax: the model makes 1 true
+        fields(requisites="false"),
     ],
 )
 def test_values_decode_as_the_model_decodes_them(value: dict[str, Any]) -> None:
@@ -182,7 +187,7 @@ def test_a_parse_report_is_the_models() -> None:
     assert decode_urls(encode(report)) == report
 
 
-@pytest.mark.parametrize("message", [MESSAGE, HINTED])
+@pytest.mark.parametrize("message", [MESSAGE, HINTED, REQUISITES])
 def test_pending_json_reads_back_and_is_the_models_json(message: DiscoveredUrls) -> None:
     received = ReceivedUrls.of(message)
     assert decode_pending(received.to_json()) == received

@@ -330,3 +330,62 @@ def test_never_raises_on_arbitrary_bytes(
     report = result.messages[-1].value
     assert isinstance(report, ParseReport)
     assert report.discovered_messages == len(of_type(result, DiscoveredUrls))
+
+
+REQUISITES_PAGE = b"""<html><head><link rel="stylesheet" href="/site.css">
+<script src="https://cdn.example.net/app.js"></script></head>
+<body><img src="/logo.png"><img src="/start"><a href="/a">A</a></body></html>"""
+
+
+def test_a_crawl_of_page_requisites_sends_them_at_the_pages_depth() -> None:
+    result = parse(REQUISITES_PAGE, find_requisites=True, depth=2, redirect_hops=1)
+    messages = [m.value for m in of_type(result, DiscoveredUrls)]
+    assert all(isinstance(message, DiscoveredUrls) for message in messages)
+    links = [m for m in messages if isinstance(m, DiscoveredUrls) and not m.requisites]
+    embeds = [m for m in messages if isinstance(m, DiscoveredUrls) and m.requisites]
+    assert [(m.depth, m.redirect_hops, [u.url for u in m.urls]) for m in links] == [
+        (3, 0, ["https://www.example.com/a"])
+    ]
+    assert [
+        (m.host, m.depth, m.redirect_hops, m.origin, [u.url for u in m.urls]) for m in embeds
+    ] == [
+        (
+            "www.example.com",
+            2,
+            2,
+            "lease-1/requisites",
+            ["https://www.example.com/site.css", "https://www.example.com/logo.png"],
+        ),
+        ("cdn.example.net", 2, 2, "lease-1/requisites", ["https://cdn.example.net/app.js"]),
+    ]
+    [report] = [m.value for m in of_type(result, ParseReport)]
+    assert isinstance(report, ParseReport)
+    assert (report.discovered_messages, report.redirect_messages) == (3, 2)
+
+
+def test_requisites_are_fetched_whatever_the_page_says_of_its_links() -> None:
+    nofollow = REQUISITES_PAGE.replace(b"<head>", b'<head><meta name="robots" content="nofollow">')
+    assert set(discovered_urls(parse(nofollow, find_requisites=True))) == {
+        "www.example.com",
+        "cdn.example.net",
+    }
+    assert discovered_urls(parse(REQUISITES_PAGE)) == {
+        "www.example.com": ["https://www.example.com/a"]
+    }
+
+
+def test_a_stylesheet_in_a_crawl_of_page_requisites_sends_its_fonts_and_images() -> None:
+    css = b"@import 'theme.css'; @font-face { src: url(/fonts/f.woff2) } a { color: red }"
+    fields = {"content_type": "text/css", "headers": {"content-type": "text/css"}}
+    result = parse(css, url="https://www.example.com/css/site.css", find_requisites=True, **fields)
+    assert result.status == "stylesheet"
+    [message] = [m.value for m in of_type(result, DiscoveredUrls)]
+    assert isinstance(message, DiscoveredUrls) and message.requisites
+    assert [u.url for u in message.urls] == [
+        "https://www.example.com/css/theme.css",
+        "https://www.example.com/fonts/f.woff2",
+    ]
+    [links] = [m.value for m in of_type(result, PageLinks)]
+    assert isinstance(links, PageLinks) and links.edges == []
+    plain = parse(css, url="https://www.example.com/css/site.css", **fields)
+    assert plain.status == "skipped" and discovered_urls(plain) == {}
