@@ -9,6 +9,8 @@
   links in each direction (bidirectional high-volume linking).
 - **Orphans**: crawled pages with no internal in-link (from another page of the same registered
   domain, any link type), seeds excepted: pages that exist but that navigation does not reach.
+  Only documents count (HTML, `linkgraph.graph.is_document`): a page's stylesheet or image, a
+  sitemap or a feed is reached by no link and is no orphan.
 - **Important pages**: PageRank above mean + 2 standard deviations.
 - **Click paths**: a shortest path of links (every type, redirects included) from the seeds to
   each page, breadth first over the whole graph: how many clicks a reader needs from a start page
@@ -126,7 +128,7 @@ def orphans(graph: EdgeArrays, seeds: npt.NDArray[np.int64]) -> npt.NDArray[np.i
     source, target, between_pages = edge_domains(graph)
     internal = between_pages & (source == target)
     internal_in = np.bincount(graph.dst[internal], minlength=graph.nodes)
-    orphan = graph.crawled & (internal_in == 0)
+    orphan = graph.crawled & graph.documents & (internal_in == 0)
     orphan[seeds] = False
     return np.flatnonzero(orphan)
 

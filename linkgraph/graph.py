@@ -5,12 +5,12 @@ an older fetch arriving late is ignored, so edges that disappeared are simply ab
 indexes keep them, marked gone).
 
 Nothing is a Python object per node or per edge. URLs live in a `UrlTable` (about 100 bytes a
-URL at Wikipedia's URL lengths); each node has 24 bytes of arrays (host, and its newest fetch:
-time, crawl, generation, out-link count). Out-links are an append-only log of 5 bytes a link
-(target, link type) in runs, one per record applied, of 12 bytes each (source, length, and the
-source's generation when applied). A newer fetch of a source bumps its generation, which makes
-its earlier runs stale; the log is compacted once more than half of it is stale, and a snapshot
-(`arrays`) keeps only the runs of each newest fetch.
+URL at Wikipedia's URL lengths); each node has 25 bytes of arrays (host, and its newest fetch:
+time, crawl, generation, out-link count, whether it was a document). Out-links are an append-only
+log of 5 bytes a link (target, link type) in runs, one per record applied, of 12 bytes each
+(source, length, and the source's generation when applied). A newer fetch of a source bumps its
+generation, which makes its earlier runs stale; the log is compacted once more than half of it is
+stale, and a snapshot (`arrays`) keeps only the runs of each newest fetch.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ KINDS = ("INTERNAL", "EXTERNAL", "NOFOLLOW", "UGC", "SPONSORED", "REDIRECT")
 KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
 FOLLOWED = np.array([KIND_CODES[k] for k in ("INTERNAL", "EXTERNAL", "REDIRECT")], dtype=np.int8)
 """Link types that pass rank: nofollow, ugc and sponsored ask not to endorse, so they do not."""
+_DOCUMENT_TYPES = frozenset({"", "text/html", "application/xhtml+xml"})
 COMPACT_AT_LEAST = 1 << 20
 """Stale log entries tolerated whatever the log's size."""
 
@@ -45,6 +46,9 @@ class EdgeArrays:
     host: npt.NDArray[np.int32]
     domain_of_host: npt.NDArray[np.int32]
     crawled: npt.NDArray[np.bool_]
+    documents: npt.NDArray[np.bool_]
+    """Per node, whether its newest fetch was a document (HTML, or a redirect), not a stylesheet,
+    an image or a sitemap: only documents can be orphan pages."""
     source_crawl: npt.NDArray[np.int32]
     """Per node, the crawl code of its newest fetch, -1 when never fetched."""
 
@@ -57,6 +61,9 @@ class OutLinks(NamedTuple):
     crawl_id: str
     targets: list[str]
     kinds: list[str]
+    document: bool | None = None
+    """Whether the fetch was a document (`is_document`); None when the record does not say (a
+    part after the first, a redirect's record)."""
 
     @classmethod
     def of(cls, links: PageLinks) -> OutLinks:
@@ -66,7 +73,14 @@ class OutLinks(NamedTuple):
             links.crawl_id,
             [edge.to_url for edge in links.edges],
             [edge.link_type for edge in links.edges],
+            None if links.page is None else is_document(links.page.content_type),
         )
+
+
+def is_document(content_type: str | None) -> bool:
+    """An HTML page, or a body of no stated type (which the parser reads as HTML)."""
+    media = (content_type or "").partition(";")[0].strip().lower()
+    return media in _DOCUMENT_TYPES
 
 
 class CompactGraph:
@@ -89,6 +103,8 @@ class CompactGraph:
         """Counts the node's fetches that replaced its out-links; its runs carry it."""
         self._out = array("i")
         """Out-links in the log from the newest fetch."""
+        self._document = array("b")
+        """1 unless a record of the newest fetch said it was no document (`is_document`)."""
         self._repeating: set[int] = set()
         """Sources whose newest fetch may list a target twice: it came in more than one record
         (parts, or one redelivered), or a record listed a target twice."""
@@ -125,6 +141,7 @@ class CompactGraph:
             self._crawl,
             self._generation,
             self._out,
+            self._document,
             self._dst,
             self._kind,
             self._run_source,
@@ -176,6 +193,8 @@ class CompactGraph:
             self._replace_fetch(source, record.fetched_at, record.crawl_id)
             if len(set(record.targets)) < len(record.targets):
                 self._repeating.add(source)
+        if record.document is not None:
+            self._document[source] = record.document
         if record.targets:
             self._dst.extend(batch.ids[start + 1 : end])
             self._kind.extend([KIND_CODES[kind] for kind in record.kinds])
@@ -195,6 +214,7 @@ class CompactGraph:
         self._generation[source] += 1
         self._stale += self._out[source]
         self._out[source] = 0
+        self._document[source] = 1
         self._repeating.discard(source)
 
     def _add_nodes(self, urls: list[str]) -> None:
@@ -209,6 +229,7 @@ class CompactGraph:
         self._crawl.extend(array("i", [-1]) * count)
         self._generation.extend(array("i", [0]) * count)
         self._out.extend(array("i", [0]) * count)
+        self._document.extend(array("b", [1]) * count)
 
     def _host_id(self, host: str, domain: str) -> int:
         found = self._host_ids.get(host)
@@ -264,6 +285,7 @@ class CompactGraph:
             host=_copy(self._host_of, np.int32),
             domain_of_host=_copy(self._domain_of_host, np.int32),
             crawled=source_crawl >= 0,
+            documents=_copy(self._document, np.int8).astype(np.bool_),
             source_crawl=source_crawl,
         )
 

@@ -14,7 +14,7 @@ from linkgraph.graph import CompactGraph
 from linkgraph.pagerank import RankParameters
 from linkgraph.publisher import changed_scores
 from linkgraph.ranking import Ranking, build_ranking
-from schemas.links import LinkEdge, PageLinks
+from schemas.links import LinkEdge, PageLinks, PageMeta
 
 ANALYSIS = AnalysisParameters(farm_min_links=5, syndication_min_links=3)
 
@@ -69,6 +69,34 @@ def test_orphans_are_crawled_pages_without_internal_in_links_seeds_excepted() ->
     views = ranked(graph, {"c1": [seed]})
     orphans = {o["url"] for o in views.answer("orphans", {})}
     assert orphans == {lost, "https://b.example/"}
+
+
+def test_only_documents_are_orphans() -> None:
+    """A crawl of page requisites fetches stylesheets and images no link reaches, and a sitemap
+    is reached by none either: they are no orphan pages. The newest fetch of a URL says."""
+    graph = CompactGraph()
+    home, css, logo, sitemap, lost = (
+        f"https://a.example/{p}" for p in ("", "site.css", "logo.png", "sitemap.xml", "lost")
+    )
+    graph.add(links(home, []))
+    for url, media in ((css, "text/css"), (logo, "image/png"), (sitemap, "application/xml")):
+        graph.add(
+            links(url, []).model_copy(update={"page": PageMeta(status=200, content_type=media)})
+        )
+    graph.add(
+        links(lost, []).model_copy(
+            update={"page": PageMeta(status=200, content_type="text/html; charset=utf-8")}
+        )
+    )
+    views = ranked(graph, {"c1": [home]})
+    assert {o["url"] for o in views.answer("orphans", {})} == {lost}
+    # Served as HTML since: an orphan page now.
+    graph.add(
+        links(logo, [], at=2).model_copy(
+            update={"page": PageMeta(status=200, content_type="text/html")}
+        )
+    )
+    assert {o["url"] for o in ranked(graph, {"c1": [home]}).answer("orphans", {})} == {lost, logo}
 
 
 def test_ports_of_one_host_are_one_site() -> None:
