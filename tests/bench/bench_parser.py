@@ -18,10 +18,11 @@ rounds, so a noisy neighbour costs a round, not the result); the target is handl
 0.5. Not a test: nothing asserts.
 
 A second table prices the crawl options that add parser work (:data:`PRICED_OPTIONS`): extraction
-(``--extract``, `parser.items`) with :data:`SELECTORS`, five fields of the kinds spiders read, and
-the main text's MinHash signature (``--near-duplicates``, `parser.minhash`): the handler with each
-against the handler without, rounds interleaved, as the share of a page's parse it adds and the
-microseconds a page that is.
+(``--extract``, `parser.items`) with :data:`SELECTORS`, five fields of the kinds spiders read; the
+main text's MinHash signature (``--near-duplicates``, `parser.minhash`); the page's requisites
+(``--page-requisites``, `parser.requisites`). Each is the handler with it against the handler
+without, rounds interleaved, as the share of a page's parse it adds and the microseconds a page
+that is.
 
     python tests/bench/bench_parser.py [--rounds 5] [--seconds 1.0] [--pages 16]
 """
@@ -232,6 +233,7 @@ SELECTORS = {
 PRICED_OPTIONS: dict[str, dict[str, object]] = {
     "--extract": {"extract": Extraction(fields=SELECTORS)},
     "--near-duplicates": {"sign_text": True},
+    "--page-requisites": {"find_requisites": True},
 }
 """The crawl options whose parser work the second table prices, as FetchedPage fields."""
 
