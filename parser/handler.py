@@ -39,6 +39,8 @@ A refresh target is followed whatever these say, as the fetcher follows an HTTP 
 where the page went, not a link on it. The frontier refuses it past the crawl's ``max_redirects``.
 With ``use_feeds`` (`schemas.seeds.CrawlRequest`), the feeds a page announces in its head are
 discovered like its links (unless the page says nofollow), whatever ``follow_within`` matches.
+A page's requisites are sent whatever nofollow and ``follow_within`` say: they are not links but
+what the page is made of, as a browser loads them.
 
 Output is a function of the input only: ``discovered_at`` defaults to the page's ``fetched_at``, so
 a redelivered page yields identical messages, and the link graph's upserts stay idempotent.
