@@ -281,6 +281,8 @@ def _latest_signed(pages: Iterable[SignedPage]) -> tuple[np.ndarray, np.ndarray]
         urls.append(_fingerprint(page.from_url))
         times.append(page.fetched_at)
         raw += page.signature() or _UNSIGNED
+    if not urls:
+        return np.zeros(0, dtype=np.uint64), np.zeros((0, SIGNATURE_SIZE), dtype=np.uint32)
     url_of = np.frombuffer(urls, dtype=np.uint64)
     time_of = np.frombuffer(times, dtype=np.int64)
     rows = np.frombuffer(bytes(raw), dtype="<u4").reshape(-1, SIGNATURE_SIZE)

@@ -140,6 +140,7 @@ def test_the_latest_indexable_signed_fetch_of_each_url_counts() -> None:
 def test_a_crawl_without_signatures_says_how_to_get_them() -> None:
     pages = [signed_page("/a", None, 1)]
     assert near_duplicate_groups(lambda: iter(pages), 0.9) == ([], 0)
+    assert near_duplicate_groups(lambda: iter([]), 0.9) == ([], 0)  # no such crawl
     assert "crawl with --near-duplicates" in near_summary([], 0, "c1", 0.9)
     assert (
         near_summary([], 4, "c1", 0.9) == "no near-duplicate pages among 4 signed pages of crawl c1"
