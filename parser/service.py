@@ -19,6 +19,7 @@ from parser.handler import PageParser, ParseResult
 from parser.settings import ParserSettings
 from schemas import items, links, pages, urls
 from schemas.serde import decode_page
+from schemas.urls import DiscoveredUrls
 from streamcrawl.handler import BaseHandler, Context, Record
 from streamcrawl.service import run_service, service_spec
 from streamcrawl.settings import Settings
@@ -35,6 +36,11 @@ ITEMS = Counter(
     "Items extracted with a crawl's selectors, by how many fields matched (complete, partial, "
     "empty: a rising share of empty items means the selectors no longer fit the pages)",
     ["fields"],
+)
+REQUISITES = Counter(
+    "streamcrawl_parser_requisites_total",
+    "Page requisites sent (stylesheets, scripts, images, fonts, media, frames: crawls with "
+    "fetch_page_requisites)",
 )
 PARSE_SECONDS = Histogram(
     "streamcrawl_parser_parse_seconds",
@@ -70,6 +76,13 @@ class ParserLoopHandler(BaseHandler):
     @staticmethod
     def _count(result: ParseResult) -> None:
         PAGES.labels(result.status).inc()
+        requisites = sum(
+            len(message.value.urls)
+            for message in result.messages
+            if isinstance(message.value, DiscoveredUrls) and message.value.requisites
+        )
+        if requisites:
+            REQUISITES.inc(requisites)
         if result.extract is None:
             return
         if result.extract.item is not None:

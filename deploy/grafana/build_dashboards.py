@@ -347,12 +347,16 @@ def parser_row() -> list[Panel]:
             "reqps",
         ),
         timeseries(
-            "Links by type and position",
+            "Links by type and position, and requisites",
             [
                 target(
                     f"sum by (link_type, position) (rate(streamcrawl_parser_links_total[{RATE}]))",
                     "{{link_type}} {{position}}",
-                )
+                ),
+                target(
+                    f"sum(rate(streamcrawl_parser_requisites_total[{RATE}]))",
+                    "requisites (--page-requisites)",
+                ),
             ],
             "reqps",
         ),

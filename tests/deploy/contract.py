@@ -81,6 +81,7 @@ SERVICE: dict[str, list[Family]] = {
         _family("streamcrawl_parser_links_total", "counter", "link_type", "position"),
         _family("streamcrawl_parser_parse_seconds", "histogram"),
         _family("streamcrawl_parser_items_total", "counter", "fields"),
+        _family("streamcrawl_parser_requisites_total", "counter"),
     ],
     "linkgraph": [
         _family("streamcrawl_linkgraph_edges_upserted_total", "counter"),
