@@ -38,6 +38,9 @@ MIN_WORDS = 20
 (a login form, an empty category), and comparing them would report noise."""
 MAX_WORDS = 20_000
 """Only the first words of a longer text count: enough to tell two pages apart, bounded work."""
+MAX_CHARS = 400_000
+"""Only so much of a text is split into words (20 characters a word): a page of megabytes of
+text costs no more than its first words."""
 
 _WORD = re.compile(r"\w+")
 _SEEDS = np.array(
@@ -54,7 +57,7 @@ _ODD_2 = np.uint64(0xC2B2AE3D27D4EB4F)
 
 def text_minhash(text: str) -> str | None:
     """The signature of ``text``, or None when it has fewer than `MIN_WORDS` words."""
-    words = _WORD.findall(text.lower())[:MAX_WORDS]
+    words = _WORD.findall(text[:MAX_CHARS].lower())[:MAX_WORDS]
     if len(words) < max(MIN_WORDS, SHINGLE_WORDS):
         return None
     hashes = np.array(list(map(mmh3.hash, words)), dtype=np.int64).view(np.uint64)

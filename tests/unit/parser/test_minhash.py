@@ -13,6 +13,8 @@ from parsel.selector import create_root_node
 from parser.extract import extract_page
 from parser.linkwalk import walk_page
 from parser.minhash import (
+    MAX_CHARS,
+    MAX_WORDS,
     MIN_WORDS,
     SIGNATURE_CHARS,
     signature_values,
@@ -71,6 +73,18 @@ def test_a_short_text_has_no_signature() -> None:
     signature = text_minhash(" ".join(VOCABULARY[:MIN_WORDS]))
     assert signature is not None and len(signature) == SIGNATURE_CHARS
     assert len(signature_values(signature)) == 64
+
+
+def test_only_the_first_words_of_a_long_text_count() -> None:
+    words = [f"w{n}" for n in range(MAX_WORDS)]
+    tail = " ".join(f"t{n}" for n in range(3000))
+    assert text_minhash(" ".join(words) + " " + tail) == text_minhash(" ".join(words))
+    # Long words: the character limit comes first, and a tail past it is not read; within it,
+    # the same tail changes the signature.
+    head = [f"{n:049d}" for n in range(MAX_CHARS // 50)]
+    assert text_minhash(" ".join(head) + " " + tail) == text_minhash(" ".join(head))
+    half = " ".join(head[: len(head) // 2])
+    assert text_minhash(half + " " + tail) != text_minhash(half)
 
 
 def test_a_signature_of_another_size_is_refused() -> None:
