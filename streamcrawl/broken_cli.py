@@ -181,6 +181,10 @@ def summary(broken: list[BrokenUrl], crawl_id: str) -> str:
         return f"no broken links in crawl {crawl_id}"
     pages = {link["from_url"] for item in broken for link in item.linked_from}
     unlinked = sum(not item.linked_from for item in broken)
-    tail = f"; {unlinked} with no page linking (seeds, sitemap entries)" if unlinked else ""
+    tail = (
+        f"; {unlinked} with no page linking (seeds, sitemap entries, page requisites)"
+        if unlinked
+        else ""
+    )
     urls = counted(len(broken), "broken URL")
     return f"{urls} in crawl {crawl_id}, linked from {counted(len(pages), 'page')}{tail}"

@@ -85,6 +85,6 @@ def test_lines_and_summary() -> None:
     lone = BrokenUrl(f"{SITE}/seed", "permanent", 404, None, 2)
     assert summary([item, lone], "c1") == (
         "2 broken URLs in crawl c1, linked from 2 pages;"
-        " 1 with no page linking (seeds, sitemap entries)"
+        " 1 with no page linking (seeds, sitemap entries, page requisites)"
     )
     assert summary([], "c1") == "no broken links in crawl c1"
