@@ -105,7 +105,9 @@ def handle_outcome(session: PartitionSession, outcome: FetchOutcome, source: Rec
         return
     request = crawl.request
     host = session.host(lease.host)
-    normal = normal_window(request.politeness_delay_ms, session.config.fetcher_host_concurrency)
+    normal = normal_window(
+        request.delay_ms_for(lease.host), session.config.fetcher_host_concurrency
+    )
     host.window = window_after(
         host.window, outcome, normal, session.config.window_recovery_successes
     )

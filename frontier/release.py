@@ -181,7 +181,7 @@ class _Release:
             assert head is not None  # a queue is in the merge only with a head
             key, raw = head
             normal = normal_window(
-                crawl.request.politeness_delay_ms, session.config.fetcher_host_concurrency
+                crawl.request.delay_ms_for(self.host), session.config.fetcher_host_concurrency
             )
             if state.in_flight >= state.window.limit(normal):
                 return
@@ -358,7 +358,7 @@ def lease(
         depth=entry.depth,
         lease_id=lease_id,
         deadline=deadline,
-        politeness_delay_ms=request.politeness_delay_ms,
+        politeness_delay_ms=request.delay_ms_for(host),
         respect_robots=request.respect_robots,
         content_types=fetched_content_types(request, entry.url),
         redirect_hops=entry.redirect_hops,

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import Discriminator, Field, Tag, TypeAdapter, ValidationInfo, field_validator
 
 from schemas.base import InboundModel
-from schemas.canonical import canonical_url
+from schemas.canonical import canonical_url, host_key
 from schemas.items import Extraction, FieldName, Selector, check_fields, selector_xpath
 from schemas.serde import PART_HEADROOM_BYTES
 from schemas.topic import MIB, TopicSpec
@@ -39,6 +39,8 @@ CrawlId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0
 SameDomain = Literal["host", "registered_domain", "any"]
 PriorityStrategy = Literal["bfs", "score", "pagerank", "novelty"]
 RecrawlHours = Annotated[float, Field(gt=0, le=24 * 3650)]
+DelayMs = Annotated[int, Field(ge=0, le=3_600_000)]
+MAX_HOST_DELAYS = 1_000
 
 
 CONTENT_TYPE_ALIASES = {
@@ -70,6 +72,16 @@ def looks_like_sitemap(url: str) -> bool:
     a sitemap index lists)."""
     path = urlsplit(url).path.lower()
     return "sitemap" in path or path.endswith((".xml", ".xml.gz"))
+
+
+def _domain_name(written: str) -> str | None:
+    """A domain as a host key without port (IDNA, lowercase), ``*.`` and dots trimmed; None when
+    it is no host name (a URL, a path, a port)."""
+    bare = written.strip().lower().removeprefix("*.").strip(".")
+    if not bare or any(character in bare for character in "/:@?#[] \t"):
+        return None
+    canonical = canonical_url(f"http://{bare}/")
+    return None if canonical is None else host_key(canonical)
 
 
 def fetched_content_types(request: CrawlRequest, url: str) -> list[str]:
@@ -230,7 +242,15 @@ class CrawlRequest(InboundModel):
     ] = Field(default_factory=list)
     include_pattern: str | None = None
     exclude_pattern: str | None = None
-    politeness_delay_ms: Annotated[int, Field(ge=0, le=3_600_000)] = 1000
+    politeness_delay_ms: DelayMs = 1000
+    host_delays_ms: (
+        Annotated[dict[Annotated[str, Field(max_length=253)], DelayMs], Field(max_length=1000)]
+        | None
+    ) = None
+    """Politeness delays of their own for some sites, domain -> ms, as Heritrix's sheets and
+    Scrapy's DOWNLOAD_SLOTS set them: a host equal to or under a domain gets its delay (the
+    longest domain that matches wins), any other host ``politeness_delay_ms``. A longer
+    robots.txt Crawl-delay still wins (`delay_ms_for`)."""
     max_retries: Annotated[int, Field(ge=0, le=100)] = 3
     recrawl_interval_hours: RecrawlHours | None = None
     """Fetch each page again this long after its last fetch, conditionally; None: never."""
@@ -347,6 +367,32 @@ class CrawlRequest(InboundModel):
     @classmethod
     def _lowercase_domains(cls, domains: list[str]) -> list[str]:
         return [domain.strip().lower().rstrip(".") for domain in domains if domain.strip()]
+
+    @field_validator("host_delays_ms")
+    @classmethod
+    def _delays_are_by_domain(cls, delays: dict[str, int] | None) -> dict[str, int] | None:
+        if not delays:
+            return None
+        by_domain: dict[str, int] = {}
+        for written, delay in delays.items():
+            domain = _domain_name(written)
+            if domain is None:
+                raise ValueError(f"{written[:100]!r} is not a domain name")
+            by_domain[domain] = delay
+        return by_domain
+
+    def delay_ms_for(self, host: str) -> int:
+        """The politeness delay of ``host`` (a host key): the delay of the longest domain of
+        ``host_delays_ms`` it is equal to or under, else ``politeness_delay_ms``."""
+        delays = self.host_delays_ms
+        if delays:
+            name = host[: host.find("]") + 1] if host.startswith("[") else host.partition(":")[0]
+            while name:
+                delay = delays.get(name)
+                if delay is not None:
+                    return delay
+                name = name.partition(".")[2]
+        return self.politeness_delay_ms
 
     @field_validator("recrawl_adaptive")
     @classmethod

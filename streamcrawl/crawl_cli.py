@@ -70,6 +70,7 @@ OPTIONS = {
     "include_pattern": "--include",
     "exclude_pattern": "--exclude",
     "politeness_delay_ms": "--delay-ms",
+    "host_delays_ms": "--host-delay",
     "max_retries": "--max-retries",
     "max_redirects": "--max-redirects",
     "recrawl_interval_hours": "--recrawl-hours",
@@ -225,6 +226,13 @@ def add_crawl_options(command: argparse.ArgumentParser, *, seeds_given: bool = T
         default=_default("politeness_delay_ms"),
         help="politeness delay between two requests to one host (default: %(default)s); "
         "a longer robots.txt Crawl-delay wins",
+    )
+    fetching.add_argument(
+        "--host-delay",
+        action="append",
+        metavar="DOMAIN=MS",
+        help="a politeness delay of its own for the hosts equal to or under DOMAIN, e.g. "
+        "api.example.com=5000 (repeatable; the longest domain that matches wins)",
     )
     fetching.add_argument(
         "--ignore-robots", action="store_true", help="fetch what robots.txt disallows"
@@ -419,6 +427,9 @@ def crawl_request(args: argparse.Namespace) -> CrawlRequest:
     if args.header:
         fields["headers"], bad = _headers(args.header)
         problems += bad
+    if args.host_delay:
+        fields["host_delays_ms"], bad = _host_delays(args.host_delay)
+        problems += bad
     if args.extract_pattern is not None:
         fields["extract_pattern"] = args.extract_pattern
     try:
@@ -451,6 +462,19 @@ def _headers(given: list[str]) -> tuple[dict[str, str], list[str]]:
         else:
             headers[name.strip()] = value.strip()
     return headers, problems
+
+
+def _host_delays(given: list[str]) -> tuple[dict[str, int], list[str]]:
+    """``--host-delay DOMAIN=MS`` options as delays, and the problems of the malformed ones."""
+    delays: dict[str, int] = {}
+    problems: list[str] = []
+    for option in given:
+        domain, equals, delay = option.partition("=")
+        if not equals or not domain.strip() or not delay.strip().isdigit():
+            problems.append(f"--host-delay: {option[:100]!r} is not DOMAIN=MS")
+        else:
+            delays[domain.strip()] = int(delay)
+    return delays, problems
 
 
 def _extract_fields(given: list[str]) -> tuple[dict[str, str], list[str]]:

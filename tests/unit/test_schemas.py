@@ -32,6 +32,7 @@ from schemas import (
 from schemas.base import SCHEMA_VERSION, InboundModel, InternalModel
 from schemas.exceptions import DecodeError
 from schemas.partitioning import partition_for_key
+from schemas.seeds import CrawlRequest
 from schemas.serde import decode, encode
 
 TOPIC_MODULES: tuple[ModuleType, ...] = (
@@ -242,6 +243,52 @@ def test_domain_whitelist_is_lowercased_and_tidied() -> None:
     request = _accepted(_request(domain_whitelist=["Example.COM", " Sub.Example.ORG. ", "  "]))
 
     assert request.domain_whitelist == ["example.com", "sub.example.org"]
+
+
+def test_host_delays_go_by_the_longest_domain_a_host_is_under() -> None:
+    request = CrawlRequest(
+        seeds=["https://a.example/"],
+        politeness_delay_ms=1000,
+        host_delays_ms={"*.Slow.Example.": 5000, "api.slow.example": 60_000, "bücher.de": 0},
+    )
+    assert request.host_delays_ms == {
+        "slow.example": 5000,
+        "api.slow.example": 60_000,
+        "xn--bcher-kva.de": 0,
+    }
+    delays = {
+        host: request.delay_ms_for(host)
+        for host in (
+            "slow.example",
+            "www.slow.example:8443",
+            "api.slow.example",
+            "v2.api.slow.example",
+            "notslow.example",
+            "example",
+            "xn--bcher-kva.de",
+        )
+    }
+    assert delays == {
+        "slow.example": 5000,
+        "www.slow.example:8443": 5000,
+        "api.slow.example": 60_000,
+        "v2.api.slow.example": 60_000,
+        "notslow.example": 1000,
+        "example": 1000,
+        "xn--bcher-kva.de": 0,
+    }
+    assert CrawlRequest(seeds=["https://a.example/"], host_delays_ms={}).host_delays_ms is None
+
+
+@pytest.mark.parametrize("domain", ["https://x.example/", "x.example:8080", "", "a b", "[::1]"])
+def test_a_host_delay_is_keyed_by_a_domain_name(domain: str) -> None:
+    with pytest.raises(ValidationError, match="host_delays_ms"):
+        CrawlRequest(seeds=["https://a.example/"], host_delays_ms={domain: 5})
+
+
+def test_a_host_delay_is_bounded_like_the_crawls_delay() -> None:
+    with pytest.raises(ValidationError, match="less than or equal to 3600000"):
+        CrawlRequest(seeds=["https://a.example/"], host_delays_ms={"x.example": 3_600_001})
 
 
 @pytest.mark.parametrize("crawl_id", ["c", "crawl-2024.01:a_b", "A" * 128])

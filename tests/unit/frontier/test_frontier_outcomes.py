@@ -347,6 +347,25 @@ def test_page_requisites_come_from_any_site_at_their_pages_depth_in_bfs_order(
     sim.close()
 
 
+def test_a_host_delay_reaches_the_fetches_of_its_hosts_only(tmp_path: Path) -> None:
+    """The fetcher keeps the gap each FetchRequest names (`fetcher.politeness`): the frontier
+    names the host's own delay, and the crawl's for the other hosts."""
+    site = {f"{A}/": [f"{B}/", "/a"], f"{B}/": ["/b", "/c"]}
+    sim = Simulation(tmp_path, partitions=2, site=site)
+    request = CrawlRequest(
+        crawl_id="hd",
+        seeds=[f"{A}/"],
+        same_domain="any",
+        politeness_delay_ms=0,
+        host_delays_ms={"b.example": 5000},
+    )
+    sim.start(request)
+    sim.settle(until=lambda: sim.status("hd") == "done")
+    delays = {fetch.url: fetch.politeness_delay_ms for fetch in sim.fetches}
+    assert delays == {f"{A}/": 0, f"{A}/a": 0, f"{B}/": 5000, f"{B}/b": 5000, f"{B}/c": 5000}
+    sim.close()
+
+
 def test_a_chain_of_refreshes_longer_than_max_redirects_is_refused(tmp_path: Path) -> None:
     refreshes = {f"{A}/r1": "/r2", f"{A}/r2": "/r3", f"{A}/r3": "/r4"}
     sim = Simulation(tmp_path, partitions=2, site={f"{A}/": ["/r1"]}, refreshes=refreshes)
