@@ -102,6 +102,8 @@ def summary_lines(summary: CrawlSummary) -> list[str]:
         lines.append(f"broken links and the pages linking: streamcrawl broken {summary.crawl_id}")
     if summary.view.extracts:
         lines.append(f"extracted items: streamcrawl items {summary.crawl_id}")
+    if summary.view.signs_text:
+        lines.append(f"near-duplicate pages: streamcrawl duplicates {summary.crawl_id} --near")
     if summary.top_pages is not None:
         lines.append(f"top pages by PageRank ({len(summary.top_pages)}):")
         for page in summary.top_pages:

@@ -58,6 +58,8 @@ class CrawlView:
     """The limit that ended the crawl, when one did (`CrawlState.ended_by`)."""
     extracts: bool = False
     """The crawl names fields to extract (`--extract`): its pages have items."""
+    signs_text: bool = False
+    """The crawl finds near duplicates (`--near-duplicates`): its pages' main texts are signed."""
 
 
 TABLES_LOADED_S = 30.0
@@ -114,7 +116,11 @@ class CrawlWatcher:
         if state is None:
             return CrawlView(None, totals)
         return CrawlView(
-            state.status, totals, state.ended_by, extracts=state.request.extract is not None
+            state.status,
+            totals,
+            state.ended_by,
+            extracts=state.request.extract is not None,
+            signs_text=state.request.find_near_duplicates,
         )
 
     def crawls(self) -> list[tuple[crawls.CrawlState, dict[str, int]]]:

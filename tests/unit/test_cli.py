@@ -399,6 +399,12 @@ def test_the_summary_points_at_the_items_of_a_crawl_that_extracts() -> None:
     assert hint not in summary_lines(CrawlSummary("c1", plain))
 
 
+def test_the_summary_points_at_the_near_duplicates_of_a_crawl_that_signs_pages() -> None:
+    hint = "near-duplicate pages: streamcrawl duplicates c1 --near"
+    assert hint in summary_lines(CrawlSummary("c1", CrawlView("done", {}, signs_text=True)))
+    assert hint not in summary_lines(CrawlSummary("c1", CrawlView("done", {})))
+
+
 def test_the_summary_says_what_recrawls_found_when_there_were_some() -> None:
     recrawled = CrawlView(
         "cancelled", {"fetched": 40, "recrawls": 30, "changed": 4, "unchanged": 26}
