@@ -12,6 +12,11 @@ DNS), or a redirect that leads nowhere or too far. Not broken: a URL robots.txt 
 lease that expired (the fetcher's trouble, not the link's). The `--limit` newest broken URLs are
 listed, oldest first, each with at most `--links` pages linking to it. With no linkgraph instance
 running the URLs are listed alone, with a note, and the exit status is 1.
+
+A crawl with page requisites (``--page-requisites``) also names the pages a broken stylesheet,
+image, script or font is a requisite of (a site audit's broken images): requisites are no links,
+so the link graph does not know them, and they are read from the parser's requisite messages on
+`urls` instead (`embedded_in`), for the broken URLs no page links to.
 """
 
 from __future__ import annotations
@@ -22,15 +27,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
+from schemas import urls
 from schemas.exceptions import DecodeError
 from schemas.outcomes import FetchOutcome
 from schemas.serde import decode
 from streamcrawl.console import counted, note, say
 from streamcrawl.deadletter_cli import Letter, read_letters
 from streamcrawl.graph_cli import GraphApiError, call_any, graph_api_addresses
+from streamcrawl.kafka import read_to_end
 from streamcrawl.newest import Newest
 from streamcrawl.settings import Settings
 from streamcrawl.status import require_broker
+from streamcrawl.topics import topic_name
+from streamcrawl.watch import crawl_state
 
 BROKEN_REASONS = frozenset(
     {"permanent", "retries_exhausted", "too_many_redirects", "redirect_no_target"}
@@ -50,6 +61,8 @@ class BrokenUrl:
     at: int
     linked_from: list[dict[str, Any]] = field(default_factory=list)
     more_links: bool = False
+    embedded_in: list[str] = field(default_factory=list)
+    """The pages it is a requisite of (crawls with page requisites)."""
 
     @classmethod
     def of(cls, letter: Letter) -> BrokenUrl | None:
@@ -84,6 +97,7 @@ class BrokenUrl:
             lines.append(f"        <- {link['from_url']}{anchor}  [{link['link_type']}]")
         if self.more_links:
             lines.append("        <- ... (more: streamcrawl graph in URL)")
+        lines += [f"        <- {page}  [requisite]" for page in self.embedded_in]
         return lines
 
     def as_json(self) -> dict[str, Any]:
@@ -94,6 +108,7 @@ class BrokenUrl:
             "error": self.error,
             "linked_from": self.linked_from,
             "more_links": self.more_links,
+            "embedded_in": self.embedded_in,
         }
 
 
@@ -129,6 +144,11 @@ def cmd_broken(args: argparse.Namespace, settings: Settings) -> int:
                 link_to(item, addresses, max(args.links, 1))
         except GraphApiError as error:
             graph_error = str(error)
+        state = crawl_state(settings, args.crawl_id)
+        if state is not None and state.request.fetch_page_requisites:
+            topic = topic_name(settings, urls.TOPIC)
+            values = (value for _, value, _ in read_to_end(settings, topic))
+            embed_in(broken, values, args.crawl_id, max(args.links, 1))
     for item in broken:
         if args.json:
             say(json.dumps(item.as_json()))
@@ -176,11 +196,42 @@ def link_to(item: BrokenUrl, addresses: list[str], links: int) -> None:
     item.more_links = bool(answer.get("next_cursor"))
 
 
+_REQUISITES_FLAG = b'"requisites":true'
+
+
+def embed_in(
+    broken: list[BrokenUrl], records: Iterable[bytes | None], crawl_id: str, pages: int
+) -> None:
+    """Fill in the pages each broken URL no page links to is a requisite of, at most ``pages``,
+    from the values of `urls` (the parser's DiscoveredUrls flagged ``requisites``)."""
+    wanted = {item.url: item for item in broken if not item.linked_from}
+    if not wanted:
+        return
+    for value in records:
+        if value is None or _REQUISITES_FLAG not in value:
+            continue
+        try:
+            message = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(message, dict) or message.get("crawl_id") != crawl_id:
+            continue
+        source = message.get("source_url")
+        for entry in message.get("urls") or ():
+            url = entry.get("url") if isinstance(entry, dict) else None
+            item = wanted.get(url) if isinstance(url, str) else None
+            if item is None or not isinstance(source, str) or len(item.embedded_in) >= pages:
+                continue
+            if source not in item.embedded_in:
+                item.embedded_in.append(source)
+
+
 def summary(broken: list[BrokenUrl], crawl_id: str) -> str:
     if not broken:
         return f"no broken links in crawl {crawl_id}"
     pages = {link["from_url"] for item in broken for link in item.linked_from}
-    unlinked = sum(not item.linked_from for item in broken)
+    pages |= {page for item in broken for page in item.embedded_in}
+    unlinked = sum(not item.linked_from and not item.embedded_in for item in broken)
     tail = (
         f"; {unlinked} with no page linking (seeds, sitemap entries, page requisites)"
         if unlinked

@@ -6,7 +6,8 @@ from __future__ import annotations
 from schemas.deadletter import dead_letter
 from schemas.outcomes import FetchOutcome
 from schemas.serde import encode
-from streamcrawl.broken_cli import BrokenUrl, newest_broken, summary
+from schemas.urls import DiscoveredUrl, DiscoveredUrls
+from streamcrawl.broken_cli import BrokenUrl, embed_in, newest_broken, summary
 from streamcrawl.deadletter_cli import Letter
 
 SITE = "https://shop.example"
@@ -88,3 +89,55 @@ def test_lines_and_summary() -> None:
         " 1 with no page linking (seeds, sitemap entries, page requisites)"
     )
     assert summary([], "c1") == "no broken links in crawl c1"
+
+
+def requisites_message(
+    page: str, found: list[str], crawl: str = "c1", flagged: bool = True
+) -> bytes:
+    message = DiscoveredUrls(
+        crawl_id=crawl,
+        host="shop.example",
+        depth=0,
+        source_url=page,
+        redirect_hops=1,
+        discovered_at=1,
+        urls=[DiscoveredUrl(url=url) for url in found],
+        origin="l/requisites",
+        requisites=flagged,
+    )
+    return encode(message)
+
+
+def test_a_broken_requisite_names_the_pages_it_is_a_requisite_of() -> None:
+    logo, style, gone = (f"{SITE}/{path}" for path in ("logo.png", "site.css", "gone"))
+    broken = [
+        BrokenUrl(logo, "permanent", 404, None, 1),
+        BrokenUrl(style, "permanent", 404, None, 2),
+        BrokenUrl(gone, "permanent", 404, None, 3),
+    ]
+    broken[1].linked_from = [
+        {"from_url": f"{SITE}/", "anchor_text": "", "link_type": "INTERNAL", "position": "NAV"}
+    ]
+    values = [
+        requisites_message(f"{SITE}/", [logo, style]),
+        requisites_message(f"{SITE}/about", [logo]),
+        requisites_message(f"{SITE}/", [logo]),  # redelivered: the page once
+        requisites_message(f"{SITE}/other-crawl", [logo], crawl="c2"),
+        requisites_message(f"{SITE}/linked", [gone], flagged=False),  # links, not requisites
+        requisites_message(f"{SITE}/third", [logo]),  # past the limit of two
+        None,
+        b"not json",
+    ]
+    embed_in(broken, values, "c1", pages=2)
+    assert broken[0].embedded_in == [f"{SITE}/", f"{SITE}/about"]
+    assert broken[1].embedded_in == []  # linked already: the graph named its pages
+    assert broken[2].embedded_in == []
+    assert broken[0].lines()[1:] == [
+        f"        <- {SITE}/  [requisite]",
+        f"        <- {SITE}/about  [requisite]",
+    ]
+    assert broken[0].as_json()["embedded_in"] == [f"{SITE}/", f"{SITE}/about"]
+    assert summary(broken, "c1") == (
+        "3 broken URLs in crawl c1, linked from 2 pages;"
+        " 1 with no page linking (seeds, sitemap entries, page requisites)"
+    )
