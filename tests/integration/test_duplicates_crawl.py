@@ -4,13 +4,14 @@ crawl that got the same body, read from `outcomes`."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from schemas.seeds import CrawlRequest
-from tests.support import LocalSite, ServiceProcess, crawl_to_the_end
+from tests.support import LocalSite, ServiceProcess, crawl_to_the_end, wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -120,7 +121,13 @@ def test_duplicates_near_groups_pages_whose_main_texts_are_nearly_alike(
     )
     deployment = crawl_to_the_end(kafka_bootstrap, tmp_path, started, request)
 
-    listed = deployment.cli("duplicates", "near", "--near")
+    # The crawl is done once the frontier has every page's report; a page's links (its
+    # signature) travel on `links`, which nothing of that waits for: the last may land later.
+    def listing() -> subprocess.CompletedProcess[str]:
+        return deployment.cli("duplicates", "near", "--near")
+
+    wait_for(lambda: "of 3 signed pages" in listing().stderr, 60, "every page's signature read")
+    listed = listing()
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert lines[0] == "2 URLs nearly alike"
