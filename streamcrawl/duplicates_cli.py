@@ -28,7 +28,7 @@ import argparse
 import base64
 import json
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +92,9 @@ class NearDuplicateGroup:
             ),
         ]
 
+    def as_json(self) -> dict[str, Any]:
+        return {"urls": self.urls, "similarity": self.similarities}
+
 
 @dataclass(frozen=True)
 class DuplicateGroup:
@@ -102,6 +105,9 @@ class DuplicateGroup:
 
     def lines(self) -> list[str]:
         return [f"{len(self.urls)} URLs, sha256 {self.sha256[:16]}", *(f"  {u}" for u in self.urls)]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "urls": self.urls}
 
 
 def add_command(commands: Any) -> None:
@@ -149,14 +155,18 @@ def cmd_duplicates(args: argparse.Namespace, settings: Settings) -> int:
         return crawl_records_to_end(settings, topic, FetchOutcome, args.crawl_id)
 
     groups = duplicate_groups(read)
-    for group in groups[: max(args.limit, 0)]:
-        if args.json:
-            say(json.dumps({"sha256": group.sha256, "urls": group.urls}))
+    _show(groups[: max(args.limit, 0)], args.json)
+    note(summary(groups, args.crawl_id))
+    return 0
+
+
+def _show(groups: Sequence[DuplicateGroup | NearDuplicateGroup], as_json: bool) -> None:
+    for group in groups:
+        if as_json:
+            say(json.dumps(group.as_json()))
         else:
             for line in group.lines():
                 say(line)
-    note(summary(groups, args.crawl_id))
-    return 0
 
 
 def duplicate_groups(read: Callable[[], Iterable[FetchOutcome]]) -> list[DuplicateGroup]:
@@ -237,12 +247,7 @@ def _near(args: argparse.Namespace, settings: Settings) -> int:
         return crawl_records_to_end(settings, topic, SignedPage, args.crawl_id)
 
     groups, signed = near_duplicate_groups(read, args.similarity)
-    for group in groups[: max(args.limit, 0)]:
-        if args.json:
-            say(json.dumps({"urls": group.urls, "similarity": group.similarities}))
-        else:
-            for line in group.lines():
-                say(line)
+    _show(groups[: max(args.limit, 0)], args.json)
     note(near_summary(groups, signed, args.crawl_id, args.similarity))
     return 0
 

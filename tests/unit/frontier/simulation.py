@@ -363,11 +363,7 @@ class Simulation:
             self._parse(request)
 
     def _parse(self, request: FetchRequest) -> None:
-        by_host: dict[str, list[DiscoveredUrl]] = {}
-        for href in self.site.get(request.url, []):
-            target = canonical_url(href, request.url)
-            if target is not None and target != request.url:
-                by_host.setdefault(host_key(target), []).append(DiscoveredUrl(url=target))
+        by_host = _by_host(self.site.get(request.url, []), request.url)
         for host, items in by_host.items():
             message = DiscoveredUrls(
                 crawl_id=request.crawl_id,
@@ -407,11 +403,7 @@ class Simulation:
     def _send_requisites(self, request: FetchRequest) -> int:
         """The page's requisites as the parser sends them (by host, at the page's depth, one
         more hop); returns how many messages."""
-        by_host: dict[str, list[DiscoveredUrl]] = {}
-        for href in self.requisites.get(request.url, []):
-            target = canonical_url(href, request.url)
-            if target is not None and target != request.url:
-                by_host.setdefault(host_key(target), []).append(DiscoveredUrl(url=target))
+        by_host = _by_host(self.requisites.get(request.url, []), request.url)
         for host, items in by_host.items():
             message = DiscoveredUrls(
                 crawl_id=request.crawl_id,
@@ -480,3 +472,14 @@ class Simulation:
     def status(self, crawl_id: str) -> str | None:
         state = self.directory.get(crawl_id)
         return None if state is None else state.status
+
+
+def _by_host(hrefs: list[str], page_url: str) -> dict[str, list[DiscoveredUrl]]:
+    """A page's hrefs resolved, the page itself left out, grouped by host as the parser sends
+    them."""
+    by_host: dict[str, list[DiscoveredUrl]] = {}
+    for href in hrefs:
+        target = canonical_url(href, page_url)
+        if target is not None and target != page_url:
+            by_host.setdefault(host_key(target), []).append(DiscoveredUrl(url=target))
+    return by_host
