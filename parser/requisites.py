@@ -28,6 +28,8 @@ from schemas.canonical import canonical_url
 MAX_REQUISITES = 1_000
 MAX_CSS_CHARS = 2_000_000
 """Only the first characters of a larger stylesheet are read (a CSS bomb reads no further)."""
+MAX_SRCSET_CHARS = 10_000
+"""Only the first characters of a ``srcset`` are read (it is read a character at a time)."""
 
 _LINK_RELS = frozenset(
     {
@@ -100,6 +102,7 @@ def srcset_urls(srcset: str) -> list[str]:
     """The image URLs of a ``srcset`` (HTML's candidate list: a URL, then descriptors up to a
     comma; a URL ending in commas has none)."""
     urls = []
+    srcset = srcset[:MAX_SRCSET_CHARS]
     position, length = 0, len(srcset)
     while position < length:
         while position < length and (srcset[position].isspace() or srcset[position] == ","):

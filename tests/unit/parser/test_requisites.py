@@ -79,6 +79,8 @@ def test_srcset_reads_as_html_does() -> None:
     ]
     assert srcset_urls("e.png (max-width: 1px, 2px) 1x, f.png") == ["e.png", "f.png"]
     assert srcset_urls("") == []
+    endless = ", ".join(f"/i/{n}.png {n}w" for n in range(100_000))
+    assert len(srcset_urls(endless)) < 1_000  # only the first characters are read
 
 
 def test_stylesheets_name_fonts_images_and_imports() -> None:
